@@ -1,0 +1,41 @@
+/* Shared pieces of the command-line program: exit codes, error printing and
+ * option-value parsing. Every subcommand lives in calib/cmd_<name>.c. */
+#ifndef MD_CALIB_CLI_H
+#define MD_CALIB_CLI_H
+
+#include <stdbool.h>
+
+#include "io/error.h"
+
+/* Exit codes, documented in memdecay-calibrate(1). */
+enum {
+  MD_EXIT_OK = 0,
+  MD_EXIT_DRIFT = 1,   /* check: a region drifted or is missing */
+  MD_EXIT_INPUT = 2,   /* usage error or invalid/unreadable input */
+  MD_EXIT_FAILURE = 3, /* the run failed: I/O, memory, numerical or device failure */
+};
+
+#define MD_PROGRAM "memdecay-calibrate"
+
+/* Prints "memdecay-calibrate: <message>" to stderr and returns the exit code
+ * that matches the error's status. */
+int md_cli_report(const md_error *err);
+
+/* Prints "memdecay-calibrate <command>: <message>" plus a hint to run
+ * --help, and returns MD_EXIT_INPUT. */
+int md_cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Strict number parsing for option values: the whole string must be a
+ * finite number within [min, max]. */
+bool md_cli_parse_double(const char *text, double min, double max, double *out);
+bool md_cli_parse_long(const char *text, long min, long max, long *out);
+
+/* True when stderr is a terminal (progress bars, colour). */
+bool md_cli_stderr_is_tty(void);
+
+/* Subcommands: each takes argv with argv[0] = the subcommand's name. */
+int md_cmd_fit(int argc, char **argv);
+int md_cmd_check(int argc, char **argv);
+
+#endif

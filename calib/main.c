@@ -1,0 +1,58 @@
+/* memdecay-calibrate: measures per-region KV-cache decay rates for MemDecay.
+ * This file only dispatches to the subcommands in calib/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "calib/cli.h"
+#include "md_build_config.h"
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
+    {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
+};
+enum { n_commands = sizeof commands / sizeof commands[0] };
+
+static void print_usage(FILE *out) {
+  fprintf(out,
+          "Usage: " MD_PROGRAM " COMMAND [OPTIONS] [ARGS]\n"
+          "\n"
+          "Measures how long each region of an agent's prompt (system, plan, user,\n"
+          "tool_in, tool_out, retrieval, scratchpad) keeps receiving attention, and\n"
+          "writes the per-region decay rates a MemDecay KV-cache runtime needs.\n"
+          "\n"
+          "Commands:\n");
+  for (int i = 0; i < n_commands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out,
+          "\n"
+          "Run '" MD_PROGRAM " COMMAND --help' for a command's options.\n"
+          "Options: -h, --help  this text;  -V, --version  the version.\n"
+          "Manual: man memdecay-calibrate (or man -l man/memdecay-calibrate.1).\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return MD_EXIT_INPUT;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
+    print_usage(stdout);
+    return MD_EXIT_OK;
+  }
+  if (!strcmp(name, "-V") || !strcmp(name, "--version")) {
+    printf(MD_PROGRAM " %s\n", MD_VERSION);
+    return MD_EXIT_OK;
+  }
+  for (int i = 0; i < n_commands; i++) {
+    if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  }
+  fprintf(stderr, MD_PROGRAM ": unknown command '%s'\n", name);
+  print_usage(stderr);
+  return MD_EXIT_INPUT;
+}

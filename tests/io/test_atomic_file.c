@@ -1,0 +1,50 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/atomic_file.h"
+#include "tests/test_util.h"
+
+static char *slurp(const char *path) {
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return NULL;
+  char *buf = calloc(1, 4096);
+  fread(buf, 1, 4095, fp);
+  fclose(fp);
+  return buf;
+}
+
+int main(void) {
+  char dir[] = "/tmp/md-atomic-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char path[256];
+  snprintf(path, sizeof path, "%s/out.json", dir);
+  md_error err;
+
+  /* A committed write replaces the file. */
+  CHECK(md_write_file_atomic(path, "first", 5, &err) == MD_OK);
+  char *text = slurp(path);
+  CHECK(text && !strcmp(text, "first"));
+  free(text);
+
+  /* An aborted write leaves the old content and no temporary file. */
+  md_atomic_file file;
+  CHECK(md_atomic_open(&file, path, &err) == MD_OK);
+  fputs("partial", file.fp);
+  char temp_copy[256];
+  snprintf(temp_copy, sizeof temp_copy, "%s", file.temp_path);
+  md_atomic_abort(&file);
+  text = slurp(path);
+  CHECK(text && !strcmp(text, "first"));
+  free(text);
+  CHECK(access(temp_copy, F_OK) != 0);
+
+  /* A directory that does not exist is an I/O error naming the path. */
+  CHECK(md_write_file_atomic("/nonexistent-dir/x.json", "x", 1, &err) == MD_E_IO);
+  CHECK(strstr(err.message, "/nonexistent-dir/x.json") != NULL);
+
+  unlink(path);
+  rmdir(dir);
+  return md_test_finish("io_atomic_file");
+}
