@@ -155,9 +155,11 @@ static md_status cairo_failure(const char *path, cairo_status_t status, const st
                                md_error *err) {
   if (status == CAIRO_STATUS_WRITE_ERROR && sink->write_errno)
     return md_fail(err, MD_E_IO, "%s: write failed: %s", path, strerror(sink->write_errno));
-  md_status code = status == CAIRO_STATUS_NO_MEMORY      ? MD_E_NOMEM
-                   : status == CAIRO_STATUS_INVALID_SIZE ? MD_E_INVALID
-                                                         : MD_E_IO;
+  md_status code = MD_E_IO;
+  if (status == CAIRO_STATUS_NO_MEMORY) code = MD_E_NOMEM;
+  /* Inputs cairo rejects: a side over 32767 px, a label not in UTF-8. */
+  if (status == CAIRO_STATUS_INVALID_SIZE || status == CAIRO_STATUS_INVALID_STRING)
+    code = MD_E_INVALID;
   return md_fail(err, code, "%s: cairo cannot draw the figure: %s", path,
                  cairo_status_to_string(status));
 }

@@ -70,11 +70,15 @@ typedef struct md_plot_request {
 
 /* Writes the figure to `path` atomically; the extension picks the format
  * (.png, .svg, .pdf; case does not matter). Errors, each naming `path`:
- * MD_E_UNSUPPORTED for another extension (the message lists the supported
- * ones), MD_E_INVALID for an empty or inconsistent request or a size cairo
- * cannot draw, MD_E_NOMEM, and MD_E_IO when the file cannot be written or
- * cairo fails otherwise (cairo's own message is quoted). On error no file is
- * created and an existing `path` is left untouched. */
+ * - MD_E_UNSUPPORTED: another extension (the message lists the supported ones);
+ * - MD_E_INVALID: an empty or inconsistent request (no series, a repeated or
+ *   missing region name, KM times not positive and increasing, S outside
+ *   [0, 1], half a band), a size out of range, or what cairo rejects (a PNG
+ *   side over 32767 px, a label that is not UTF-8);
+ * - MD_E_IO: the file cannot be created, written or renamed, or cairo fails
+ *   otherwise (cairo's own message is quoted); MD_E_NOMEM.
+ * On error no file is created, no temporary file is left, and an existing
+ * `path` is untouched. The region colours are those of io/plot_style.c. */
 md_status md_plot_write(const char *path, const md_plot_request *request, md_error *err);
 
 /* Checks only that `path` has a supported extension, so that a command can

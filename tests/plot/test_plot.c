@@ -246,7 +246,18 @@ static void test_cairo_failure(void) {
         memcmp(before, after, size_before) == 0);
   free(before);
   free(after);
+  /* A region name that is not UTF-8 stops cairo's text drawing half way
+   * through a PDF already streaming into the temporary file. */
+  request.width = request.height = 0;
+  md_plot_survival_series bad_name[1] = {survival[1]};
+  bad_name[0].region = "tool\xff";
+  md_plot_request bad_request = {.survival = bad_name, .n_survival = 1};
+  join_path(path, sizeof path, dir, "bad-name.pdf");
+  expect_failure(path, &bad_request, MD_E_INVALID, "UTF-8");
+
   /* The same size is fine for a vector format. */
+  request.width = 40000;
+  request.height = 400;
   join_path(path, sizeof path, dir, "wide.svg");
   CHECK_MSG(md_plot_write(path, &request, &err) == MD_OK, "%s", err.message);
 }
