@@ -202,7 +202,8 @@ static md_status bind(md_qwen2_model *model, const char *name, int64_t rows, int
   md_status status = locate(model, name, &shard, err);
   if (status != MD_OK) return status;
   if (!shard)
-    return md_fail(err, MD_E_FORMAT, "missing tensor %s in %s", name, model->dir);
+    return md_fail(err, MD_E_FORMAT, "missing tensor %s in %s%s", name, model->dir,
+                   model->weight_map ? " (" INDEX_FILE " does not list it)" : "");
   const md_tensor *tensor;
   status = md_safetensors_get(shard, name, &tensor, err);
   if (status != MD_OK) return status;
