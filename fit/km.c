@@ -142,16 +142,31 @@ static int by_y_then_position(const void *a, const void *b) {
 }
 
 /* Marks in keep[] the first occurrence of each distinct value of y (NaN
- * counting as one value), as R's !duplicated(y) does. */
+ * counting as one value), as R's !duplicated(y) does. y = 1 - S is
+ * nondecreasing, and so is 1 - lower for the log band, where equal values
+ * are adjacent; other bands are sorted. */
 static bool first_occurrences(const double *y, size_t n, bool *keep) {
+  bool monotone = true, seen_nan = false;
+  double previous = -INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    keep[i] = false;
+    if (isnan(y[i])) {
+      if (!seen_nan) keep[i] = seen_nan = true;
+      continue;
+    }
+    if (y[i] < previous) monotone = false;
+    keep[i] = y[i] != previous;
+    previous = y[i];
+  }
+  if (monotone) return true;
   curve_point *points = malloc(n * sizeof *points);
   if (!points) return false;
   size_t m = 0;
-  bool seen_nan = false;
   for (size_t i = 0; i < n; i++) {
-    keep[i] = false;
-    if (!isnan(y[i])) points[m++] = (curve_point){y[i], i};
-    else if (!seen_nan) keep[i] = seen_nan = true;
+    if (!isnan(y[i])) {
+      keep[i] = false;
+      points[m++] = (curve_point){y[i], i};
+    }
   }
   qsort(points, m, sizeof *points, by_y_then_position);
   for (size_t j = 0; j < m; j++)

@@ -19,28 +19,18 @@ void md_logrank_result_free(md_logrank_result *result) {
   memset(result, 0, sizeof *result);
 }
 
-static int by_value_descending(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x < y) - (x > y);
-}
-
-/* The distinct event times of all groups, latest first. */
-static double *pooled_event_times(const md_surv_table *groups, size_t n_groups, size_t *n_out) {
-  size_t n = 0;
-  for (size_t g = 0; g < n_groups; g++)
-    for (size_t i = 0; i < groups[g].n; i++) n += groups[g].event[i];
-  double *times = malloc((n ? n : 1) * sizeof *times);
-  if (!times) return NULL;
-  n = 0;
-  for (size_t g = 0; g < n_groups; g++)
-    for (size_t i = 0; i < groups[g].n; i++)
-      if (groups[g].event[i]) times[n++] = groups[g].time[i];
-  qsort(times, n, sizeof *times, by_value_descending);
-  size_t distinct = 0;
-  for (size_t i = 0; i < n; i++)
-    if (distinct == 0 || times[i] != times[distinct - 1]) times[distinct++] = times[i];
-  *n_out = distinct;
-  return times;
+/* The latest event time of `table` before row `*row` (rows are sorted by
+ * time), moving *row to it; false when there is none. */
+static bool previous_event_time(const md_surv_table *table, size_t *row, double *time) {
+  while (*row > 0) {
+    size_t i = --*row;
+    if (table->event[i]) {
+      *time = table->time[i];
+      while (*row > 0 && table->time[*row - 1] == *time) --*row;
+      return true;
+    }
+  }
+  return false;
 }
 
 /* Adds one event time's terms to E and V; at_risk[] and events[] per group. */
@@ -61,28 +51,42 @@ static void accumulate_time(md_logrank_result *r, const double *at_risk, const d
   }
 }
 
-static md_status sweep_groups(const md_surv_table *groups, md_logrank_result *r, md_error *err) {
-  size_t G = r->n_groups, n_times = 0;
-  double *times = pooled_event_times(groups, G, &n_times);
-  md_risk_sweep *sweeps = calloc(G, sizeof *sweeps);
+/* Walks the distinct event times of all groups from the latest, merging
+ * the groups' own (sorted) event times, and accumulates O, E and V. */
+static md_status sweep_groups(md_risk_sweep *sweeps, md_logrank_result *r, md_error *err) {
+  size_t G = r->n_groups;
+  size_t *row = malloc(G * sizeof *row);
+  double *next_time = malloc(G * sizeof *next_time);
   double *at_risk = malloc(G * sizeof *at_risk), *events = malloc(G * sizeof *events);
+  bool *has_next = malloc(G * sizeof *has_next);
   md_status status = MD_OK;
-  if (!times || !sweeps || !at_risk || !events)
+  if (!row || !next_time || !at_risk || !events || !has_next) {
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
-  for (size_t k = 0; status == MD_OK && k < G; k++)
-    status = md_risk_sweep_init(&groups[k], &sweeps[k], err);
-  for (size_t t = 0; status == MD_OK && t < n_times; t++) {
+  } else {
     for (size_t k = 0; k < G; k++) {
-      at_risk[k] = md_risk_sweep_to(&sweeps[k], times[t], &events[k], NULL);
-      r->observed[k] += events[k];
+      md_risk_sweep_reset(&sweeps[k]);
+      row[k] = sweeps[k].table->n;
+      has_next[k] = previous_event_time(sweeps[k].table, &row[k], &next_time[k]);
     }
-    accumulate_time(r, at_risk, events);
+    for (;;) {
+      double t = -INFINITY;
+      for (size_t k = 0; k < G; k++)
+        if (has_next[k] && next_time[k] > t) t = next_time[k];
+      if (t == -INFINITY) break;
+      for (size_t k = 0; k < G; k++) {
+        at_risk[k] = md_risk_sweep_to(&sweeps[k], t, &events[k], NULL);
+        r->observed[k] += events[k];
+        if (has_next[k] && next_time[k] == t)
+          has_next[k] = previous_event_time(sweeps[k].table, &row[k], &next_time[k]);
+      }
+      accumulate_time(r, at_risk, events);
+    }
   }
-  for (size_t k = 0; sweeps && k < G; k++) md_risk_sweep_free(&sweeps[k]);
-  free(sweeps);
-  free(times);
+  free(row);
+  free(next_time);
   free(at_risk);
   free(events);
+  free(has_next);
   return status;
 }
 
@@ -151,14 +155,35 @@ static md_status chi_square(md_logrank_result *r, md_error *err) {
   return status;
 }
 
-md_status md_logrank(const md_surv_table *groups, size_t n_groups, md_logrank_result *result,
-                     md_error *err) {
-  if (!result) return md_fail(err, MD_E_INVALID, "log-rank test: no result to fill");
-  memset(result, 0, sizeof *result);
+static md_status check_groups(const md_surv_table *groups, size_t n_groups, md_error *err) {
   if (!groups || n_groups < 2)
     return md_fail(err, MD_E_INVALID, "log-rank test: needs at least 2 groups, got %zu", n_groups);
   for (size_t k = 0; k < n_groups; k++)
     if (groups[k].n == 0) return md_fail(err, MD_E_INVALID, "log-rank test: group %zu is empty", k);
+  return MD_OK;
+}
+
+/* The risk-set sweeps of all groups, prepared once (entries sorted). */
+static md_status prepare_sweeps(const md_surv_table *groups, size_t n_groups,
+                                md_risk_sweep **sweeps, md_error *err) {
+  *sweeps = calloc(n_groups, sizeof **sweeps);
+  if (!*sweeps) return md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  for (size_t k = 0; k < n_groups; k++) {
+    md_status status = md_risk_sweep_init(&groups[k], &(*sweeps)[k], err);
+    if (status != MD_OK) return status;
+  }
+  return MD_OK;
+}
+
+static void free_sweeps(md_risk_sweep *sweeps, size_t n_groups) {
+  for (size_t k = 0; sweeps && k < n_groups; k++) md_risk_sweep_free(&sweeps[k]);
+  free(sweeps);
+}
+
+/* One test among the groups whose sweeps are given. */
+static md_status run_test(md_risk_sweep *sweeps, size_t n_groups, md_logrank_result *result,
+                          md_error *err) {
+  memset(result, 0, sizeof *result);
   result->n_groups = n_groups;
   result->observed = calloc(n_groups, sizeof(double));
   result->expected = calloc(n_groups, sizeof(double));
@@ -166,30 +191,49 @@ md_status md_logrank(const md_surv_table *groups, size_t n_groups, md_logrank_re
   md_status status = MD_OK;
   if (!result->observed || !result->expected || !result->variance)
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
-  if (status == MD_OK) status = sweep_groups(groups, result, err);
+  if (status == MD_OK) status = sweep_groups(sweeps, result, err);
   if (status == MD_OK) status = chi_square(result, err);
   if (status != MD_OK) md_logrank_result_free(result);
   return status;
 }
 
+md_status md_logrank(const md_surv_table *groups, size_t n_groups, md_logrank_result *result,
+                     md_error *err) {
+  if (!result) return md_fail(err, MD_E_INVALID, "log-rank test: no result to fill");
+  memset(result, 0, sizeof *result);
+  md_status status = check_groups(groups, n_groups, err);
+  if (status != MD_OK) return status;
+  md_risk_sweep *sweeps = NULL;
+  status = prepare_sweeps(groups, n_groups, &sweeps, err);
+  if (status == MD_OK) status = run_test(sweeps, n_groups, result, err);
+  free_sweeps(sweeps, n_groups);
+  return status;
+}
+
+static void set_pair(double *matrix, size_t n_groups, size_t i, size_t j, double value) {
+  if (!matrix) return;
+  matrix[i * n_groups + j] = matrix[j * n_groups + i] = value;
+}
+
 md_status md_logrank_pairwise(const md_surv_table *groups, size_t n_groups, double *chisq,
                               double *p_value, md_error *err) {
-  if (!groups || n_groups < 2)
-    return md_fail(err, MD_E_INVALID, "log-rank test: needs at least 2 groups, got %zu", n_groups);
-  for (size_t i = 0; i < n_groups; i++) {
-    if (chisq) chisq[i * n_groups + i] = NAN;
-    if (p_value) p_value[i * n_groups + i] = NAN;
-    for (size_t j = i + 1; j < n_groups; j++) {
-      md_surv_table pair[2] = {groups[i], groups[j]};
+  md_status status = check_groups(groups, n_groups, err);
+  if (status != MD_OK) return status;
+  md_risk_sweep *sweeps = NULL;
+  status = prepare_sweeps(groups, n_groups, &sweeps, err);
+  for (size_t i = 0; status == MD_OK && i < n_groups; i++) {
+    set_pair(chisq, n_groups, i, i, NAN);
+    set_pair(p_value, n_groups, i, i, NAN);
+    for (size_t j = i + 1; status == MD_OK && j < n_groups; j++) {
+      md_risk_sweep pair[2] = {sweeps[i], sweeps[j]};
       md_logrank_result result;
-      md_status status = md_logrank(pair, 2, &result, err);
-      if (status != MD_OK) return status;
-      double c = result.estimable ? result.chisq : NAN;
-      double p = result.estimable ? result.p_value : NAN;
-      if (chisq) chisq[i * n_groups + j] = chisq[j * n_groups + i] = c;
-      if (p_value) p_value[i * n_groups + j] = p_value[j * n_groups + i] = p;
+      status = run_test(pair, 2, &result, err);
+      if (status != MD_OK) break;
+      set_pair(chisq, n_groups, i, j, result.estimable ? result.chisq : NAN);
+      set_pair(p_value, n_groups, i, j, result.estimable ? result.p_value : NAN);
       md_logrank_result_free(&result);
     }
   }
-  return MD_OK;
+  free_sweeps(sweeps, n_groups);
+  return status;
 }

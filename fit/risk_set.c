@@ -42,6 +42,12 @@ double md_risk_sweep_to(md_risk_sweep *sweep, double t, double *events, double *
   return sweep->at_risk;
 }
 
+void md_risk_sweep_reset(md_risk_sweep *sweep) {
+  sweep->rows_left = sweep->table->n;
+  sweep->entries_removed = 0;
+  sweep->at_risk = 0.0;
+}
+
 void md_risk_sweep_free(md_risk_sweep *sweep) {
   if (!sweep) return;
   free(sweep->entries);

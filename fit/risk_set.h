@@ -30,6 +30,9 @@ md_status md_risk_sweep_init(const md_surv_table *table, md_risk_sweep *sweep, m
  * get the weights of rows ending exactly at t. */
 double md_risk_sweep_to(md_risk_sweep *sweep, double t, double *events, double *censored);
 
+/* Starts the sweep again from the last time (keeps the sorted entries). */
+void md_risk_sweep_reset(md_risk_sweep *sweep);
+
 void md_risk_sweep_free(md_risk_sweep *sweep);
 
 #endif
