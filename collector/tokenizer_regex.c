@@ -208,7 +208,7 @@ md_status md_tok_regex_compile(const char *pattern, size_t len, bool literal, co
   if (!context) return md_fail(err, MD_E_NOMEM, "%s: out of memory", where);
   /* Oniguruma's newline is LF only: '.', '^' and '$' must agree. */
   pcre2_set_newline(context, PCRE2_NEWLINE_LF);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : PCRE2_MULTILINE);
+  uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE);
   int code;
   PCRE2_SIZE offset;
   pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, options, &code, &offset, context);

@@ -14,6 +14,10 @@ Writes, under tests/tokenizer/fixtures/:
                       matching option: lstrip, rstrip, single_word, normalized, special, a
                       token whose content is a vocabulary entry, overlapping contents.
   small_corpus.jsonl  strings that exercise those options, with the reference ids.
+  gpt2_tokenizer.json the small tokenizer with other pipeline parts: a Sequence normalizer,
+                      a literal Split ("\n\n") before a ByteLevel pre-tokenizer that splits
+                      with its own GPT-2 regex (use_regex=true).
+  gpt2_corpus.jsonl   a part of the Qwen corpus and the small corpus, with its reference ids.
 
 Every line is {"text", "ids", "offsets", "decoded"}: `ids` from
 Tokenizer.encode(text, add_special_tokens=False); `offsets` the reference's token offsets,
@@ -80,6 +84,14 @@ NFC_CASES = [
     "\u0301start", "q\u0307\u0323", "\u2000\u2001", "\u2329\u232a", "\uf900\uf9d0",
     "\U0001d15e\U0001d160", "\u0340\u0341", "\u0374\u037e\u0387", "\u1f71\u1fbb",
 ]
+# Marks and compositions newer than Unicode 9.0, which the reference's NFC tables (9.0) do not
+# know, next to marks it does know; and long runs of marks (the reordering of a long run).
+NEWER_MARKS = ["\u07fd", "\u0898", "\u08ca", "\u09fe", "\u0c3c", "\u0d3b", "\u0eba", "\u1715",
+               "\u1abf", "\u1ac5", "\u1df6", "\ua82c", "\U00010d24", "\U00010eab", "\U00010efd",
+               "\U00010f46", "\U00011070", "\U0001133b", "\U00011938", "\U00011935\U00011930",
+               "\U00016ff0", "\U0001e08f", "\U0001e130", "\U0001e4ec"]
+KNOWN_MARKS = ["\u0301", "\u0316", "\u0334", "\u0327", "\u0308", "\u05b0", "\u093c", "\u094d",
+               "\u0e38", "\u302a", "\u3099"]
 SPECIALS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
             "</tool_call>", "<tool_response>", "</tool_response>", "<|fim_prefix|>",
             "<|fim_middle|>", "<|fim_suffix|>", "<|file_sep|>", "<|repo_name|>",
@@ -225,6 +237,20 @@ def gen_nfc(rng):
     return "".join(out)
 
 
+def gen_marks(rng):
+    out = []
+    for _ in range(rng.randint(1, 4)):
+        base = rng.choice(["x", "a", "e", "\u0915", "\u05d0", "\uac00", "\u1100", "\u0627", " ", ""])
+        marks = [rng.choice(NEWER_MARKS + KNOWN_MARKS) for _ in range(rng.randint(1, 5))]
+        out.append(base + "".join(marks))
+    if rng.random() < 0.1:
+        out.append("a" + "".join(rng.choice(KNOWN_MARKS + NEWER_MARKS) for _ in range(rng.randint(33, 80))))
+    if rng.random() < 0.2:
+        out.append(rng.choice(["\u1100\u1161\u11a7", "\uac00\u11a7", "\uac01\u11a8", "\u1100\u1100\u1161",
+                               "\u1112\u1175\u11c2\u11c2"]))
+    return rng.choice(["", " ", "\n"]).join(out)
+
+
 def gen_whitespace(rng):
     out = []
     for _ in range(rng.randint(1, 10)):
@@ -340,7 +366,7 @@ def qwen_corpus():
     pool = unicode14_pool()
     texts = fixed_cases()
     kinds = [gen_agent, gen_json, gen_code, gen_numbers, gen_scripts, gen_emoji, gen_nfc,
-             gen_whitespace, gen_contractions, gen_specials, gen_chatml]
+             gen_marks, gen_whitespace, gen_contractions, gen_specials, gen_chatml]
     for _ in range(12):
         for gen in kinds:
             for _ in range(15):
@@ -417,6 +443,15 @@ def small_corpus():
     for _ in range(300):
         texts.append("".join(rng.choice(parts) for _ in range(rng.randint(1, 8))))
     return texts
+
+
+def gpt2_tokenizer(small):
+    tok = dict(small)
+    tok["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"}]}
+    tok["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"String": "\n\n"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    return tok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,6 +531,11 @@ def main():
     for entry in small["added_tokens"]:
         assert small_tok.token_to_id(entry["content"]) == entry["id"], entry
     write(os.path.join(OUT, "small_corpus.jsonl"), encode_all(small_tok, small_corpus()))
+
+    gpt2_path = os.path.join(OUT, "gpt2_tokenizer.json")
+    write(gpt2_path, json.dumps(gpt2_tokenizer(small), ensure_ascii=False, indent=1) + "\n")
+    gpt2_tok = Tokenizer.from_file(gpt2_path)
+    write(os.path.join(OUT, "gpt2_corpus.jsonl"), encode_all(gpt2_tok, texts[::5] + small_corpus()))
 
 
 if __name__ == "__main__":
