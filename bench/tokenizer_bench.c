@@ -70,14 +70,17 @@ static double best_load(const char *path, int runs, md_tokenizer **keep) {
     }
     double t = now() - t0;
     if (t < best) best = t;
-    if (i + 1 < runs) md_tokenizer_free(tok);
-    else *keep = tok;
+    if (i + 1 < runs)
+      md_tokenizer_free(tok);
+    else
+      *keep = tok;
   }
   return best;
 }
 
 /* Encodes every string once per round until `seconds` have passed; returns MB/s. */
-static double per_segment(const md_tokenizer *tok, const corpus *c, double seconds, size_t *tokens) {
+static double per_segment(const md_tokenizer *tok, const corpus *c, double seconds,
+                          size_t *tokens) {
   md_tokens out = {0};
   md_error err = {0};
   size_t rounds = 0;
@@ -138,8 +141,10 @@ int main(int argc, char **argv) {
          load < 1.0 ? "met" : "MISSED");
   size_t tokens = 0;
   double seg = per_segment(tok, &c, seconds, &tokens);
-  printf("encode, one call per string: %.2f MB/s (%zu strings, %zu bytes, %zu tokens, %.2f bytes/token)\n",
-         seg, c.count, c.bytes, tokens, (double)c.bytes / (double)tokens);
+  printf(
+      "encode, one call per string: %.2f MB/s (%zu strings, %zu bytes, %zu tokens, %.2f "
+      "bytes/token)\n",
+      seg, c.count, c.bytes, tokens, (double)c.bytes / (double)tokens);
   printf("encode, the corpus as one text: %.2f MB/s\n", whole_text(tok, &c, seconds));
   md_tokenizer_free(tok);
   for (size_t i = 0; i < c.count; i++) free(c.texts[i]);

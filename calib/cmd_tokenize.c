@@ -21,41 +21,45 @@ typedef struct options {
 } options;
 
 static void print_help(FILE *out) {
-  fprintf(out,
-          "Usage: " MD_PROGRAM " tokenize (--model DIR | --tokenizer FILE) [OPTIONS] < IN.jsonl > OUT.jsonl\n"
-          "\n"
-          "Tokenizes texts with a model's tokenizer.json, as the collector does: the ids are those\n"
-          "of the HF tokenizers library with add_special_tokens=False (no BOS/EOS added; special\n"
-          "tokens written in the text, such as <|im_start|>, are recognised).\n"
-          "\n"
-          "Input: JSON Lines on standard input, one object per line with a \"text\" string. An \"id\"\n"
-          "field, of any type, is copied to the output line; other fields are ignored; blank lines\n"
-          "are skipped.\n"
-          "Output: one JSON object per input line on standard output:\n"
-          "  \"id\"       the input's id, when it has one\n"
-          "  \"ids\"      the token ids\n"
-          "  \"pieces\"   each token's text; a token that ends or starts inside a multi-byte\n"
-          "             character shows the bytes it cannot complete as U+FFFD\n"
-          "  \"offsets\"  each token's [start, end) in bytes of the UTF-8 text; tokens that split\n"
-          "             one character each cover the whole character\n"
-          "\n"
-          "Options:\n"
-          "  --model DIR       use DIR/tokenizer.json (a Hugging Face checkpoint directory)\n"
-          "  --tokenizer FILE  use this tokenizer.json\n"
-          "  --no-pieces       leave out \"pieces\"\n"
-          "  --no-offsets      leave out \"offsets\"\n"
-          "  --vocab-pieces    show pieces as vocabulary strings (\"Ġworld\"), as\n"
-          "                    tokenizers' Encoding.tokens does\n"
-          "  -h, --help        this text\n"
-          "\n"
-          "Example:\n"
-          "  echo '{\"id\": \"t1\", \"text\": \"Hello world\"}' |\n"
-          "    " MD_PROGRAM " tokenize --tokenizer data/tokenizer/qwen/tokenizer.json\n"
-          "  {\"id\": \"t1\", \"ids\": [9707, 1879], \"pieces\": [\"Hello\", \" world\"], \"offsets\": [[0, 5], [5, 11]]}\n"
-          "\n"
-          "Exit status: 0 on success; 2 for a usage error, an unreadable or unsupported tokenizer,\n"
-          "or an input line that is not a JSON object with a \"text\" string (the message names\n"
-          "the line); 3 when the output cannot be written.\n");
+  fprintf(
+      out,
+      "Usage: " MD_PROGRAM
+      " tokenize (--model DIR | --tokenizer FILE) [OPTIONS] < IN.jsonl > OUT.jsonl\n"
+      "\n"
+      "Tokenizes texts with a model's tokenizer.json, as the collector does: the ids are those\n"
+      "of the HF tokenizers library with add_special_tokens=False (no BOS/EOS added; special\n"
+      "tokens written in the text, such as <|im_start|>, are recognised).\n"
+      "\n"
+      "Input: JSON Lines on standard input, one object per line with a \"text\" string. An \"id\"\n"
+      "field, of any type, is copied to the output line; other fields are ignored; blank lines\n"
+      "are skipped.\n"
+      "Output: one JSON object per input line on standard output:\n"
+      "  \"id\"       the input's id, when it has one\n"
+      "  \"ids\"      the token ids\n"
+      "  \"pieces\"   each token's text; a token that ends or starts inside a multi-byte\n"
+      "             character shows the bytes it cannot complete as U+FFFD\n"
+      "  \"offsets\"  each token's [start, end) in bytes of the UTF-8 text; tokens that split\n"
+      "             one character each cover the whole character\n"
+      "\n"
+      "Options:\n"
+      "  --model DIR       use DIR/tokenizer.json (a Hugging Face checkpoint directory)\n"
+      "  --tokenizer FILE  use this tokenizer.json\n"
+      "  --no-pieces       leave out \"pieces\"\n"
+      "  --no-offsets      leave out \"offsets\"\n"
+      "  --vocab-pieces    show pieces as vocabulary strings (\"Ġworld\"), as\n"
+      "                    tokenizers' Encoding.tokens does\n"
+      "  -h, --help        this text\n"
+      "\n"
+      "Example:\n"
+      "  echo '{\"id\": \"t1\", \"text\": \"Hello world\"}' |\n"
+      "    " MD_PROGRAM
+      " tokenize --tokenizer data/tokenizer/qwen/tokenizer.json\n"
+      "  {\"id\": \"t1\", \"ids\": [9707, 1879], \"pieces\": [\"Hello\", \" world\"], \"offsets\": "
+      "[[0, 5], [5, 11]]}\n"
+      "\n"
+      "Exit status: 0 on success; 2 for a usage error, an unreadable or unsupported tokenizer,\n"
+      "or an input line that is not a JSON object with a \"text\" string (the message names\n"
+      "the line); 3 when the output cannot be written.\n");
 }
 
 /* Returns the value of option `name` at argv[*i] ("--name VALUE" or "--name=VALUE"), NULL
@@ -127,7 +131,8 @@ static json_t *readable_piece(const char *bytes, size_t len) {
   size_t n = 0;
   for (size_t i = 0; i < len;) {
     utf8proc_int32_t cp;
-    utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(len - i), &cp);
+    utf8proc_ssize_t k =
+        utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(len - i), &cp);
     if (k > 0) {
       memcpy(text + n, bytes + i, (size_t)k);
       n += (size_t)k;
@@ -158,13 +163,18 @@ static json_t *result(const md_tokenizer *tok, const options *opt, json_t *id, c
     json_array_append_new(ids, json_integer(t->ids[k]));
     if (opt->pieces) json_array_append_new(pieces, piece_of(tok, t->ids[k], opt->vocab_pieces));
     if (opt->offsets)
-      json_array_append_new(offsets, json_pack("[II]", (json_int_t)t->spans[k].start, (json_int_t)t->spans[k].end));
+      json_array_append_new(
+          offsets, json_pack("[II]", (json_int_t)t->spans[k].start, (json_int_t)t->spans[k].end));
   }
   json_object_set_new(out, "ids", ids);
-  if (opt->pieces) json_object_set_new(out, "pieces", pieces);
-  else json_decref(pieces);
-  if (opt->offsets) json_object_set_new(out, "offsets", offsets);
-  else json_decref(offsets);
+  if (opt->pieces)
+    json_object_set_new(out, "pieces", pieces);
+  else
+    json_decref(pieces);
+  if (opt->offsets)
+    json_object_set_new(out, "offsets", offsets);
+  else
+    json_decref(offsets);
   return out;
 }
 
@@ -180,26 +190,31 @@ static int process_line(const md_tokenizer *tok, const options *opt, const char 
   json_error_t jerr;
   json_t *row = json_loadb(line, len, JSON_ALLOW_NUL, &jerr);
   if (!row) {
-    fprintf(stderr, MD_PROGRAM " tokenize: <stdin>:%zu:%d: not valid JSON: %s\n", number, jerr.column, jerr.text);
+    fprintf(stderr, MD_PROGRAM " tokenize: <stdin>:%zu:%d: not valid JSON: %s\n", number,
+            jerr.column, jerr.text);
     return MD_EXIT_INPUT;
   }
   json_t *text = json_object_get(row, "text");
   if (!json_is_string(text)) {
     fprintf(stderr, MD_PROGRAM " tokenize: <stdin>:%zu: %s\n", number,
-            !json_is_object(row) ? "not a JSON object" : text ? "\"text\" is not a string" : "no \"text\" field");
+            !json_is_object(row) ? "not a JSON object"
+            : text               ? "\"text\" is not a string"
+                                 : "no \"text\" field");
     json_decref(row);
     return MD_EXIT_INPUT;
   }
   md_error err = {0};
   md_tokens_clear(t);
-  md_status st = md_tokenizer_encode(tok, json_string_value(text), json_string_length(text), t, &err);
+  md_status st =
+      md_tokenizer_encode(tok, json_string_value(text), json_string_length(text), t, &err);
   int code = -1;
   if (st != MD_OK) {
     fprintf(stderr, MD_PROGRAM " tokenize: <stdin>:%zu: %s\n", number, err.message);
     code = st == MD_E_NOMEM ? MD_EXIT_FAILURE : MD_EXIT_INPUT;
   } else {
     json_t *out = result(tok, opt, json_object_get(row, "id"), t);
-    if (json_dumpf(out, stdout, JSON_PRESERVE_ORDER) != 0 || fputc('\n', stdout) == EOF) code = MD_EXIT_FAILURE;
+    if (json_dumpf(out, stdout, JSON_PRESERVE_ORDER) != 0 || fputc('\n', stdout) == EOF)
+      code = MD_EXIT_FAILURE;
     json_decref(out);
   }
   json_decref(row);

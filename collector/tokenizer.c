@@ -39,8 +39,7 @@ bool md_tokenizer_is_special(const md_tokenizer *tok, int32_t id) {
 }
 
 md_status md_tokenizer_decode(const md_tokenizer *tok, const int32_t *ids, size_t n,
-                              bool skip_special, char **out_text, size_t *out_len,
-                              md_error *err) {
+                              bool skip_special, char **out_text, size_t *out_len, md_error *err) {
   *out_text = NULL;
   *out_len = 0;
   size_t total = 0;

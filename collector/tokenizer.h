@@ -72,8 +72,8 @@ typedef struct md_token_span {
  * keeps the encoder's working memory between calls, so one md_tokens per thread makes
  * many short encode calls cheap; it must not be used by two threads at once. */
 typedef struct md_tokens {
-  int32_t *ids;          /* [count] token ids */
-  md_token_span *spans;  /* [count] byte span of each token in the text passed to encode */
+  int32_t *ids;         /* [count] token ids */
+  md_token_span *spans; /* [count] byte span of each token in the text passed to encode */
   size_t count;
   size_t capacity;
   struct md_tokens_scratch *scratch; /* private to the tokenizer */
@@ -93,8 +93,8 @@ void md_tokenizer_free(md_tokenizer *tok);
  * Errors: MD_E_FORMAT for invalid UTF-8 (the message gives the byte offset), MD_E_NOMEM,
  * MD_E_NUMERIC if PCRE2 gives up on the split regex (match or depth limit). On error `out`
  * keeps the tokens it had before the call. */
-md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len,
-                              md_tokens *out, md_error *err);
+md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
+                              md_error *err);
 
 /* Forgets the tokens (keeps the memory). */
 void md_tokens_clear(md_tokens *tokens);
@@ -106,8 +106,7 @@ void md_tokens_free(md_tokens *tokens);
  * bytes when the text had them); *out_len excludes the terminator. Errors: MD_E_INVALID for
  * an id that is not in the vocabulary (the message gives its position), MD_E_NOMEM. */
 md_status md_tokenizer_decode(const md_tokenizer *tok, const int32_t *ids, size_t n,
-                              bool skip_special, char **out_text, size_t *out_len,
-                              md_error *err);
+                              bool skip_special, char **out_text, size_t *out_len, md_error *err);
 
 /* One more than the largest id of the vocabulary and the added tokens (151669 for Qwen3's
  * file); ids below it with no entry are holes. Model embedding tables may be larger. */

@@ -48,10 +48,10 @@ static void push_pair(const md_tokenizer *tok, md_tok_bpe_scratch *s, int32_t le
   int32_t merged;
   if (md_tok_merges_get(&tok->merges, s->symbols[left].id, s->symbols[right].id, &rank, &merged))
     heap_push(s, (md_tok_bpe_candidate){.rank = rank,
-                                         .pos = (uint32_t)left,
-                                         .left = s->symbols[left].id,
-                                         .right = s->symbols[right].id,
-                                         .merged = merged});
+                                        .pos = (uint32_t)left,
+                                        .left = s->symbols[left].id,
+                                        .right = s->symbols[right].id,
+                                        .merged = merged});
 }
 
 static bool reserve(md_tok_bpe_scratch *s, size_t n) {
@@ -90,7 +90,8 @@ static void apply(const md_tokenizer *tok, md_tok_bpe_scratch *s, md_tok_bpe_can
 
 md_status md_tok_bpe_word(const md_tokenizer *tok, const uint8_t *piece, size_t n,
                           md_tok_bpe_scratch *s, md_error *err) {
-  if (n >= INT32_MAX) return md_fail(err, MD_E_INVALID, "pre-token piece of %zu bytes is too long", n);
+  if (n >= INT32_MAX)
+    return md_fail(err, MD_E_INVALID, "pre-token piece of %zu bytes is too long", n);
   if (!reserve(s, n)) return md_fail(err, MD_E_NOMEM, "out of memory for a %zu-byte word", n);
   for (size_t i = 0; i < n; i++) {
     s->symbols[i] = (md_tok_bpe_symbol){.id = tok->byte_ids[piece[i]],
@@ -117,7 +118,8 @@ md_tok_cache *md_tok_cache_new(void) {
   if (!cache) return NULL;
   cache->entries = calloc(MD_TOK_CACHE_ENTRIES, sizeof *cache->entries);
   size_t ready = 0;
-  while (cache->entries && ready < MD_TOK_CACHE_SHARDS && pthread_mutex_init(&cache->locks[ready], NULL) == 0)
+  while (cache->entries && ready < MD_TOK_CACHE_SHARDS &&
+         pthread_mutex_init(&cache->locks[ready], NULL) == 0)
     ready++;
   if (ready < MD_TOK_CACHE_SHARDS) {
     while (ready > 0) pthread_mutex_destroy(&cache->locks[--ready]);

@@ -43,7 +43,9 @@ typedef struct encoder {
 
 static bool is_continuation(unsigned char c) { return (c & 0xc0) == 0x80; }
 
-static size_t utf8_len(unsigned char c) { return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1; }
+static size_t utf8_len(unsigned char c) {
+  return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+}
 
 /* RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF. */
 size_t md_tok_utf8_invalid_at(const char *text, size_t len) {
@@ -57,10 +59,14 @@ size_t md_tok_utf8_invalid_at(const char *text, size_t len) {
     }
     size_t n;
     unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf) n = 2;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
-    else return i;
+    if (c >= 0xc2 && c <= 0xdf)
+      n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else
+      return i;
     if (i + n > len || s[i + 1] < lo || s[i + 1] > hi) return i;
     for (size_t k = 2; k < n; k++)
       if (!is_continuation(s[i + k])) return i;
@@ -91,7 +97,8 @@ static bool reserve_tokens(md_tokens *t, size_t extra) {
  * NormalizedString::convert_offsets, start of the first byte's alignment to the end of the
  * last's). */
 static md_token_span span_of(const encoder *e, size_t p, size_t q) {
-  if (!e->identity) return (md_token_span){e->s->nfc.align[2 * p], e->s->nfc.align[2 * (q - 1) + 1]};
+  if (!e->identity)
+    return (md_token_span){e->s->nfc.align[2 * p], e->s->nfc.align[2 * (q - 1) + 1]};
   const unsigned char *s = (const unsigned char *)e->text;
   size_t start = e->norm_base + p, last = e->norm_base + q - 1;
   while (start > 0 && is_continuation(s[start])) start--;
@@ -221,7 +228,8 @@ static md_status split_added(encoder *e, const md_tok_matcher *m, const char *s,
 }
 
 /* ---- split regex and BPE ----------------------------------------------------------------- */
-static md_status push_word(encoder *e, size_t start, const int32_t *ids, const uint8_t *ends, size_t n) {
+static md_status push_word(encoder *e, size_t start, const int32_t *ids, const uint8_t *ends,
+                           size_t n) {
   md_status st = MD_OK;
   for (size_t k = 0, from = 0; k < n && st == MD_OK; from = ends[k++])
     st = push(e, ids[k], span_of(e, start + from, start + ends[k]));
@@ -248,9 +256,11 @@ static md_status bpe_piece(encoder *e, size_t start, size_t end) {
   for (int32_t i = 0; i >= 0 && st == MD_OK; i = e->s->bpe.symbols[i].next, count++) {
     const md_tok_bpe_symbol *sym = &e->s->bpe.symbols[i];
     st = push(e, sym->id, span_of(e, start + sym->start, start + sym->start + sym->len));
-    if (count < MD_TOK_CACHE_TOKENS) ids[count] = sym->id, ends[count] = (uint8_t)(sym->start + sym->len);
+    if (count < MD_TOK_CACHE_TOKENS)
+      ids[count] = sym->id, ends[count] = (uint8_t)(sym->start + sym->len);
   }
-  if (st == MD_OK && cacheable && count <= MD_TOK_CACHE_TOKENS) md_tok_cache_put(tok, word, n, hash, ids, ends, count);
+  if (st == MD_OK && cacheable && count <= MD_TOK_CACHE_TOKENS)
+    md_tok_cache_put(tok, word, n, hash, ids, ends, count);
   return st;
 }
 
@@ -274,8 +284,8 @@ static md_status split_failed(encoder *e, int rc, size_t at) {
   PCRE2_UCHAR message[256];
   pcre2_get_error_message(rc, message, sizeof message);
   if (rc == PCRE2_ERROR_NOMEMORY) return no_memory(e);
-  return md_fail(e->err, MD_E_UNSUPPORTED, "the split regex failed at normalized byte %zu: %s",
-                 at, (const char *)message);
+  return md_fail(e->err, MD_E_UNSUPPORTED, "the split regex failed at normalized byte %zu: %s", at,
+                 (const char *)message);
 }
 
 /* Applies split regex `level` (Isolated: matches and the gaps between them both become
@@ -292,11 +302,15 @@ static md_status pre_tokenize(encoder *e, size_t level, size_t start, size_t end
     if (rc < 0) return split_failed(e, rc, from);
     size_t match_start = start + ovector[0], match_end = start + ovector[1];
     if (match_start > done) st = pre_tokenize(e, level + 1, done, match_start);
-    if (st == MD_OK && match_end > match_start) st = pre_tokenize(e, level + 1, match_start, match_end);
+    if (st == MD_OK && match_end > match_start)
+      st = pre_tokenize(e, level + 1, match_start, match_end);
     done = match_end;
-    if (match_end > match_start) from = match_end;
-    else if (match_end < end) from = match_end + utf8_len((unsigned char)e->norm[match_end]);
-    else break;
+    if (match_end > match_start)
+      from = match_end;
+    else if (match_end < end)
+      from = match_end + utf8_len((unsigned char)e->norm[match_end]);
+    else
+      break;
   }
   if (st == MD_OK && done < end) st = pre_tokenize(e, level + 1, done, end);
   return st;
@@ -343,14 +357,15 @@ static md_status encode_all(encoder *e) {
   return st;
 }
 
-md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len,
-                              md_tokens *out, md_error *err) {
+md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
+                              md_error *err) {
   if (len == 0) return MD_OK;
   if (len > UINT32_MAX - 16)
     return md_fail(err, MD_E_INVALID, "text of %zu bytes is too long to encode at once", len);
   size_t bad = md_tok_utf8_invalid_at(text, len);
   if (bad < len)
-    return md_fail(err, MD_E_FORMAT, "invalid UTF-8 at byte %zu (0x%02x)", bad, (unsigned char)text[bad]);
+    return md_fail(err, MD_E_FORMAT, "invalid UTF-8 at byte %zu (0x%02x)", bad,
+                   (unsigned char)text[bad]);
   if (!out->scratch) {
     out->scratch = calloc(1, sizeof *out->scratch);
     if (out->scratch) out->scratch->match = pcre2_match_data_create(1, NULL);

@@ -14,10 +14,10 @@
 
 /* ---- per-id table ------------------------------------------------------------------------ */
 enum {
-  MD_TOK_VALID = 1,    /* the id has an entry */
-  MD_TOK_VOCAB = 2,    /* the id is a model vocabulary entry */
-  MD_TOK_ADDED = 4,    /* the id is an added token */
-  MD_TOK_SPECIAL = 8,  /* ... marked special */
+  MD_TOK_VALID = 1,   /* the id has an entry */
+  MD_TOK_VOCAB = 2,   /* the id is a model vocabulary entry */
+  MD_TOK_ADDED = 4,   /* the id is an added token */
+  MD_TOK_SPECIAL = 8, /* ... marked special */
 };
 
 /* Upper bound on ids, so that a corrupt file cannot make us allocate gigabytes. */
@@ -48,7 +48,7 @@ typedef struct md_tok_merges {
 /* ---- added tokens ------------------------------------------------------------------------ */
 typedef struct md_tok_added {
   int32_t id;
-  char *pattern;      /* what is matched: the content, or NFC(content) when normalized */
+  char *pattern; /* what is matched: the content, or NFC(content) when normalized */
   size_t pattern_len;
   bool special, normalized, lstrip, rstrip, single_word;
 } md_tok_added;
@@ -67,8 +67,8 @@ typedef struct md_tok_matcher {
 enum {
   MD_TOK_CACHE_ENTRIES = 1 << 14,
   MD_TOK_CACHE_SHARDS = 64,
-  MD_TOK_CACHE_KEY = 23,    /* longest word cached, in bytes */
-  MD_TOK_CACHE_TOKENS = 8,  /* most tokens of a cached word */
+  MD_TOK_CACHE_KEY = 23,   /* longest word cached, in bytes */
+  MD_TOK_CACHE_TOKENS = 8, /* most tokens of a cached word */
 };
 
 typedef struct md_tok_cache_entry {
@@ -97,8 +97,8 @@ struct md_tokenizer {
   md_tok_map vocab;     /* model vocabulary string -> id */
   md_tok_map added_map; /* added token content -> id */
   md_tok_merges merges;
-  int32_t byte_ids[256];     /* id of the single-byte symbol of each byte */
-  uint32_t byte_to_cp[256];  /* GPT-2 bytes_to_unicode */
+  int32_t byte_ids[256];    /* id of the single-byte symbol of each byte */
+  uint32_t byte_to_cp[256]; /* GPT-2 bytes_to_unicode */
   int16_t cp_to_byte[MD_TOK_BYTE_CPS];
 
   md_tok_added *added;
@@ -107,10 +107,10 @@ struct md_tokenizer {
   md_tok_matcher norm_matcher; /* normalized=true tokens, matched on NFC text */
   pcre2_code *word_char;       /* one \w character as Rust's regex means it (single_word) */
 
-  md_tok_cache *cache;   /* mutable, behind its locks; NULL when it could not be made */
+  md_tok_cache *cache; /* mutable, behind its locks; NULL when it could not be made */
 
-  bool nfc;              /* the normalizer is NFC */
-  pcre2_code **splits;   /* the split regexes, applied in order (Isolated) */
+  bool nfc;            /* the normalizer is NFC */
+  pcre2_code **splits; /* the split regexes, applied in order (Isolated) */
   size_t n_splits;
 };
 
@@ -140,7 +140,7 @@ void md_tok_byte_level_table(uint32_t byte_to_cp[256], int16_t cp_to_byte[MD_TOK
 /* ---- tokenizer_bpe.c --------------------------------------------------------------------- */
 typedef struct md_tok_bpe_symbol {
   int32_t id;
-  int32_t prev, next; /* neighbours in the word, -1 at the ends */
+  int32_t prev, next;  /* neighbours in the word, -1 at the ends */
   uint32_t start, len; /* bytes of the piece it covers; len 0 once merged away */
 } md_tok_bpe_symbol;
 

@@ -17,14 +17,16 @@ typedef struct loader {
   md_tokenizer *tok;
   const char *path;
   md_error *err;
-  size_t ids_cap;                   /* allocated length of the per-id arrays */
-  size_t pieces_len, pieces_cap;    /* arena fill levels */
+  size_t ids_cap;                /* allocated length of the per-id arrays */
+  size_t pieces_len, pieces_cap; /* arena fill levels */
   size_t bytes_len, bytes_cap;
-  size_t vocab_count;               /* entries in model.vocab (`tokenizers`' vocab size) */
+  size_t vocab_count; /* entries in model.vocab (`tokenizers`' vocab size) */
 } loader;
 
 /* ---- small helpers ----------------------------------------------------------------------- */
-static md_status nomem(loader *l) { return md_fail(l->err, MD_E_NOMEM, "%s: out of memory", l->path); }
+static md_status nomem(loader *l) {
+  return md_fail(l->err, MD_E_NOMEM, "%s: out of memory", l->path);
+}
 
 static md_status bad(loader *l, md_status status, const char *json_path, const char *what) {
   return md_fail(l->err, status, "%s: %s: %s", l->path, json_path, what);
@@ -73,8 +75,10 @@ static bool ensure_id(loader *l, int32_t id) {
   bool ok = flags != NULL;
   for (size_t i = 0; i < 4; i++) {
     uint32_t *grown = realloc(*arrays[i], cap * sizeof **arrays[i]);
-    if (grown) *arrays[i] = grown;
-    else ok = false;
+    if (grown)
+      *arrays[i] = grown;
+    else
+      ok = false;
   }
   if (ok) l->ids_cap = cap;
   return ok;
@@ -107,9 +111,12 @@ static size_t byte_level_decode(const md_tokenizer *tok, const char *s, size_t l
     unsigned char c = (unsigned char)s[i];
     uint32_t cp;
     size_t k;
-    if (c < 0x80) cp = c, k = 1;
-    else if (c < 0xe0 && i + 1 < len) cp = (uint32_t)(c & 0x1f) << 6 | (s[i + 1] & 0x3f), k = 2;
-    else cp = MD_TOK_BYTE_CPS, k = 1;
+    if (c < 0x80)
+      cp = c, k = 1;
+    else if (c < 0xe0 && i + 1 < len)
+      cp = (uint32_t)(c & 0x1f) << 6 | (s[i + 1] & 0x3f), k = 2;
+    else
+      cp = MD_TOK_BYTE_CPS, k = 1;
     int b = cp < MD_TOK_BYTE_CPS ? tok->cp_to_byte[cp] : -1;
     if (b < 0) {
       memcpy(out, s, len);
@@ -122,8 +129,8 @@ static size_t byte_level_decode(const md_tokenizer *tok, const char *s, size_t l
 }
 
 /* Records id's piece (its `tokenizers` string) and the bytes it decodes to. */
-static md_status set_entry(loader *l, int32_t id, const char *piece, size_t len,
-                           const char *bytes, size_t bytes_len, uint8_t flags) {
+static md_status set_entry(loader *l, int32_t id, const char *piece, size_t len, const char *bytes,
+                           size_t bytes_len, uint8_t flags) {
   md_tokenizer *tok = l->tok;
   uint32_t at = arena_add(&tok->pieces, &l->pieces_len, &l->pieces_cap, piece, len);
   uint32_t bytes_at = arena_add(&tok->bytes, &l->bytes_len, &l->bytes_cap, bytes, bytes_len);
@@ -146,8 +153,10 @@ static md_status check_model_options(loader *l, json_t *model) {
     return bad(l, MD_E_UNSUPPORTED, "model.type", what);
   }
   json_t *dropout = json_object_get(model, "dropout");
-  if (dropout && !json_is_null(dropout) && !(json_is_number(dropout) && json_number_value(dropout) == 0))
-    return bad(l, MD_E_UNSUPPORTED, "model.dropout", "BPE dropout is not supported (it makes encoding random)");
+  if (dropout && !json_is_null(dropout) &&
+      !(json_is_number(dropout) && json_number_value(dropout) == 0))
+    return bad(l, MD_E_UNSUPPORTED, "model.dropout",
+               "BPE dropout is not supported (it makes encoding random)");
   static const char *const empty_strings[] = {"continuing_subword_prefix", "end_of_word_suffix"};
   for (size_t i = 0; i < 2; i++) {
     json_t *v = json_object_get(model, empty_strings[i]);
@@ -171,14 +180,17 @@ static md_status check_model_options(loader *l, json_t *model) {
 
 static md_status add_vocab_entry(loader *l, const char *key, json_t *value) {
   md_tokenizer *tok = l->tok;
-  if (!json_is_integer(value) || json_integer_value(value) < 0 || json_integer_value(value) >= MD_TOK_MAX_ID)
-    return md_fail(l->err, MD_E_FORMAT, "%s: model.vocab[\"%.60s\"]: the id is not an integer in [0, %d)",
-                   l->path, key, MD_TOK_MAX_ID);
+  if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+      json_integer_value(value) >= MD_TOK_MAX_ID)
+    return md_fail(l->err, MD_E_FORMAT,
+                   "%s: model.vocab[\"%.60s\"]: the id is not an integer in [0, %d)", l->path, key,
+                   MD_TOK_MAX_ID);
   int32_t id = (int32_t)json_integer_value(value);
   if (!ensure_id(l, id)) return nomem(l);
   if (tok->flags[id] & MD_TOK_VALID)
-    return md_fail(l->err, MD_E_FORMAT, "%s: model.vocab[\"%.60s\"]: id %d is also given to \"%.60s\"",
-                   l->path, key, id, tok->pieces + tok->piece_off[id]);
+    return md_fail(l->err, MD_E_FORMAT,
+                   "%s: model.vocab[\"%.60s\"]: id %d is also given to \"%.60s\"", l->path, key, id,
+                   tok->pieces + tok->piece_off[id]);
   size_t len = strlen(key);
   char stack[256];
   char *bytes = len <= sizeof stack ? stack : malloc(len);
@@ -215,12 +227,14 @@ static md_status merge_parts(loader *l, json_t *item, size_t index, const char *
   if (json_is_string(item)) {
     const char *s = json_string_value(item);
     const char *space = strchr(s, ' ');
-    if (!space || strchr(space + 1, ' ')) return bad_merge(l, index, "not two symbols separated by one space");
+    if (!space || strchr(space + 1, ' '))
+      return bad_merge(l, index, "not two symbols separated by one space");
     *a = s, *a_len = (size_t)(space - s), *b = space + 1, *b_len = strlen(space + 1);
     return MD_OK;
   }
   json_t *left = json_array_get(item, 0), *right = json_array_get(item, 1);
-  if (json_is_array(item) && json_array_size(item) == 2 && json_is_string(left) && json_is_string(right)) {
+  if (json_is_array(item) && json_array_size(item) == 2 && json_is_string(left) &&
+      json_is_string(right)) {
     *a = json_string_value(left), *a_len = json_string_length(left);
     *b = json_string_value(right), *b_len = json_string_length(right);
     return MD_OK;
@@ -230,8 +244,8 @@ static md_status merge_parts(loader *l, json_t *item, size_t index, const char *
 
 static md_status unknown_symbol(loader *l, size_t index, const char *s, size_t len, bool merged) {
   char what[256];
-  snprintf(what, sizeof what, "%s \"%.*s\" is not in model.vocab", merged ? "the merged symbol" : "the symbol",
-           (int)(len > 100 ? 100 : len), s);
+  snprintf(what, sizeof what, "%s \"%.*s\" is not in model.vocab",
+           merged ? "the merged symbol" : "the symbol", (int)(len > 100 ? 100 : len), s);
   return bad_merge(l, index, what);
 }
 
@@ -251,8 +265,10 @@ static md_status add_merge(loader *l, json_t *item, size_t index, uint32_t rank)
   memcpy(joined, a, a_len);
   memcpy(joined + a_len, b, b_len);
   int32_t merged = md_tok_map_get(tok, &tok->vocab, joined, a_len + b_len);
-  if (merged < 0) st = unknown_symbol(l, index, joined, a_len + b_len, true);
-  else md_tok_merges_put(&tok->merges, left, right, rank, merged);
+  if (merged < 0)
+    st = unknown_symbol(l, index, joined, a_len + b_len, true);
+  else
+    md_tok_merges_put(&tok->merges, left, right, rank, merged);
   if (joined != stack) free(joined);
   return st;
 }
@@ -278,12 +294,14 @@ static md_status load_byte_symbols(loader *l) {
   for (int b = 0; b < 256; b++) {
     char symbol[4];
     uint32_t cp = tok->byte_to_cp[b];
-    size_t n = cp < 0x80 ? (symbol[0] = (char)cp, 1)
-                         : (symbol[0] = (char)(0xc0 | cp >> 6), symbol[1] = (char)(0x80 | (cp & 0x3f)), 2);
+    size_t n =
+        cp < 0x80 ? (symbol[0] = (char)cp, 1)
+                  : (symbol[0] = (char)(0xc0 | cp >> 6), symbol[1] = (char)(0x80 | (cp & 0x3f)), 2);
     tok->byte_ids[b] = md_tok_map_get(tok, &tok->vocab, symbol, n);
     if (tok->byte_ids[b] < 0) {
       char what[160];
-      snprintf(what, sizeof what, "no entry for the byte-level symbol \"%.*s\" of byte 0x%02x (every byte needs one)",
+      snprintf(what, sizeof what,
+               "no entry for the byte-level symbol \"%.*s\" of byte 0x%02x (every byte needs one)",
                (int)n, symbol, b);
       return bad(l, MD_E_UNSUPPORTED, "model.vocab", what);
     }
@@ -302,10 +320,13 @@ static md_status load_model(loader *l, json_t *root) {
 }
 
 /* ---- normalizer, pre-tokenizer, decoder -------------------------------------------------- */
-static md_status unsupported_type(loader *l, const char *json_path, const char *type, const char *supported) {
+static md_status unsupported_type(loader *l, const char *json_path, const char *type,
+                                  const char *supported) {
   char what[256];
-  if (type) snprintf(what, sizeof what, "type '%s' is not supported (supported: %s)", type, supported);
-  else snprintf(what, sizeof what, "missing \"type\" (supported: %s)", supported);
+  if (type)
+    snprintf(what, sizeof what, "type '%s' is not supported (supported: %s)", type, supported);
+  else
+    snprintf(what, sizeof what, "missing \"type\" (supported: %s)", supported);
   return bad(l, type ? MD_E_UNSUPPORTED : MD_E_FORMAT, json_path, what);
 }
 
@@ -321,7 +342,8 @@ static md_status load_normalizer(loader *l, json_t *root) {
   if (!type || strcmp(type, "Sequence") != 0)
     return unsupported_type(l, "normalizer", type, "NFC, a Sequence of NFC, null");
   json_t *list = json_object_get(normalizer, "normalizers");
-  if (!json_is_array(list)) return bad(l, MD_E_FORMAT, "normalizer.normalizers", "missing or not an array");
+  if (!json_is_array(list))
+    return bad(l, MD_E_FORMAT, "normalizer.normalizers", "missing or not an array");
   size_t i;
   json_t *item;
   json_array_foreach(list, i, item) {
@@ -336,7 +358,8 @@ static md_status load_normalizer(loader *l, json_t *root) {
   return MD_OK;
 }
 
-static md_status add_split(loader *l, const char *pattern, size_t len, bool literal, const char *json_path) {
+static md_status add_split(loader *l, const char *pattern, size_t len, bool literal,
+                           const char *json_path) {
   md_tokenizer *tok = l->tok;
   char where[512];
   snprintf(where, sizeof where, "%s: %s", l->path, json_path);
@@ -351,8 +374,10 @@ static md_status add_split(loader *l, const char *pattern, size_t len, bool lite
   tok->splits = splits;
   const char *compiled = literal ? pattern : translated;
   size_t compiled_len = literal ? len : strlen(translated);
-  st = md_tok_regex_compile(compiled, compiled_len, literal, where, &tok->splits[tok->n_splits], l->err);
-  if (st == MD_OK) tok->n_splits++;
+  st = md_tok_regex_compile(compiled, compiled_len, literal, where, &tok->splits[tok->n_splits],
+                            l->err);
+  if (st == MD_OK)
+    tok->n_splits++;
   else if (!literal && (compiled_len != len || memcmp(compiled, pattern, len) != 0) && l->err) {
     size_t used = strlen(l->err->message);
     snprintf(l->err->message + used, sizeof l->err->message - used,
@@ -384,13 +409,15 @@ static md_status load_split(loader *l, json_t *split, const char *json_path) {
   snprintf(where, sizeof where, "%s.pattern", json_path);
   if (json_is_string(string) && json_string_length(string) > 0)
     return add_split(l, json_string_value(string), json_string_length(string), true, where);
-  return bad(l, MD_E_FORMAT, where, "neither {\"Regex\": pattern} nor {\"String\": non-empty text}");
+  return bad(l, MD_E_FORMAT, where,
+             "neither {\"Regex\": pattern} nor {\"String\": non-empty text}");
 }
 
 static md_status load_byte_level(loader *l, json_t *byte_level, const char *json_path) {
   char where[160];
   snprintf(where, sizeof where, "%s.add_prefix_space", json_path);
-  if (!flag_is(byte_level, "add_prefix_space", false)) return bad(l, MD_E_UNSUPPORTED, where, "must be false");
+  if (!flag_is(byte_level, "add_prefix_space", false))
+    return bad(l, MD_E_UNSUPPORTED, where, "must be false");
   json_t *use_regex = json_object_get(byte_level, "use_regex");
   if (use_regex && !json_is_boolean(use_regex)) {
     snprintf(where, sizeof where, "%s.use_regex", json_path);
@@ -402,12 +429,15 @@ static md_status load_byte_level(loader *l, json_t *byte_level, const char *json
 }
 
 static md_status load_pre_tokenizer(loader *l, json_t *root) {
-  static const char supported[] = "ByteLevel, or a Sequence of Split pre-tokenizers ending with ByteLevel";
+  static const char supported[] =
+      "ByteLevel, or a Sequence of Split pre-tokenizers ending with ByteLevel";
   json_t *pre = json_object_get(root, "pre_tokenizer");
-  if (!json_is_object(pre)) return bad(l, MD_E_UNSUPPORTED, "pre_tokenizer", "missing; a byte-level BPE needs ByteLevel");
+  if (!json_is_object(pre))
+    return bad(l, MD_E_UNSUPPORTED, "pre_tokenizer", "missing; a byte-level BPE needs ByteLevel");
   const char *type = type_of(pre);
   if (type && strcmp(type, "ByteLevel") == 0) return load_byte_level(l, pre, "pre_tokenizer");
-  if (!type || strcmp(type, "Sequence") != 0) return unsupported_type(l, "pre_tokenizer", type, supported);
+  if (!type || strcmp(type, "Sequence") != 0)
+    return unsupported_type(l, "pre_tokenizer", type, supported);
   json_t *list = json_object_get(pre, "pretokenizers");
   if (!json_is_array(list) || json_array_size(list) == 0)
     return bad(l, MD_E_FORMAT, "pre_tokenizer.pretokenizers", "missing, empty or not an array");
@@ -420,9 +450,12 @@ static md_status load_pre_tokenizer(loader *l, json_t *root) {
     bool is_split = item_type && strcmp(item_type, "Split") == 0;
     bool is_byte_level = item_type && strcmp(item_type, "ByteLevel") == 0;
     md_status st;
-    if (is_split && i < last) st = load_split(l, item, where);
-    else if (is_byte_level && i == last) st = load_byte_level(l, item, where);
-    else st = unsupported_type(l, where, item_type, i < last ? "Split" : "ByteLevel (last)");
+    if (is_split && i < last)
+      st = load_split(l, item, where);
+    else if (is_byte_level && i == last)
+      st = load_byte_level(l, item, where);
+    else
+      st = unsupported_type(l, where, item_type, i < last ? "Split" : "ByteLevel (last)");
     if (st != MD_OK) return st;
   }
   return MD_OK;
@@ -432,7 +465,8 @@ static md_status check_decoder(loader *l, json_t *root) {
   json_t *decoder = json_object_get(root, "decoder");
   const char *type = json_is_object(decoder) ? type_of(decoder) : NULL;
   if (type && strcmp(type, "ByteLevel") == 0) return MD_OK;
-  if (!json_is_object(decoder)) return bad(l, MD_E_UNSUPPORTED, "decoder", "missing; ByteLevel is required");
+  if (!json_is_object(decoder))
+    return bad(l, MD_E_UNSUPPORTED, "decoder", "missing; ByteLevel is required");
   return unsupported_type(l, "decoder", type, "ByteLevel");
 }
 
@@ -448,8 +482,8 @@ static md_status added_flag(loader *l, json_t *item, size_t index, const char *k
   return MD_OK;
 }
 
-static md_status read_added(loader *l, json_t *item, size_t index, md_tok_added *a, int32_t *file_id,
-                            const char **content) {
+static md_status read_added(loader *l, json_t *item, size_t index, md_tok_added *a,
+                            int32_t *file_id, const char **content) {
   char where[64];
   snprintf(where, sizeof where, "added_tokens[%zu]", index);
   json_t *id = json_object_get(item, "id"), *text = json_object_get(item, "content");
@@ -482,13 +516,13 @@ static md_status assign_added_id(loader *l, size_t index, const char *content, i
   int32_t in_vocab = md_tok_map_get(tok, &tok->vocab, content, len);
   *id = in_vocab >= 0 ? in_vocab : (*next_id)++;
   if (*id != file_id) {
-    snprintf(what, sizeof what, "\"%.80s\" has id %d, but the tokenizers library gives it id %d", content,
-             file_id, *id);
+    snprintf(what, sizeof what, "\"%.80s\" has id %d, but the tokenizers library gives it id %d",
+             content, file_id, *id);
     return bad(l, MD_E_FORMAT, where, what);
   }
   if (in_vocab < 0 && *id < (int32_t)tok->n_ids && (tok->flags[*id] & MD_TOK_VALID)) {
-    snprintf(what, sizeof what, "id %d of \"%.80s\" is already the vocabulary entry \"%.80s\"", *id, content,
-             tok->pieces + tok->piece_off[*id]);
+    snprintf(what, sizeof what, "id %d of \"%.80s\" is already the vocabulary entry \"%.80s\"", *id,
+             content, tok->pieces + tok->piece_off[*id]);
     return bad(l, MD_E_FORMAT, where, what);
   }
   return MD_OK;
@@ -511,8 +545,10 @@ static md_status add_added(loader *l, json_t *item, size_t index, int32_t *next_
   if (!a->pattern || !ensure_id(l, id)) return nomem(l);
   tok->n_added++;
   uint8_t flags = MD_TOK_VALID | MD_TOK_ADDED | (a->special ? MD_TOK_SPECIAL : 0);
-  if (tok->flags[id] & MD_TOK_VOCAB) tok->flags[id] |= flags; /* decodes as the vocab entry */
-  else st = set_entry(l, id, content, len, a->pattern, a->pattern_len, flags);
+  if (tok->flags[id] & MD_TOK_VOCAB)
+    tok->flags[id] |= flags; /* decodes as the vocab entry */
+  else
+    st = set_entry(l, id, content, len, a->pattern, a->pattern_len, flags);
   if (st == MD_OK) md_tok_map_put(tok, &tok->added_map, id);
   return st;
 }
@@ -520,7 +556,8 @@ static md_status add_added(loader *l, json_t *item, size_t index, int32_t *next_
 static md_status load_added_tokens(loader *l, json_t *root) {
   md_tokenizer *tok = l->tok;
   json_t *list = json_object_get(root, "added_tokens");
-  if (list && !json_is_null(list) && !json_is_array(list)) return bad(l, MD_E_FORMAT, "added_tokens", "not an array");
+  if (list && !json_is_null(list) && !json_is_array(list))
+    return bad(l, MD_E_FORMAT, "added_tokens", "not an array");
   size_t count = json_is_array(list) ? json_array_size(list) : 0;
   tok->added = calloc(count + 1, sizeof *tok->added);
   if (!tok->added || !md_tok_map_init(&tok->added_map, count)) return nomem(l);
@@ -558,17 +595,20 @@ static md_status build_matcher(loader *l, md_tok_matcher *m, bool normalized) {
   size_t n = 0;
   for (size_t i = 0; i < tok->n_added; i++) {
     if (tok->added[i].normalized != normalized) continue;
-    entries[n++] = (sort_entry){(uint32_t)i, (unsigned char)tok->added[i].pattern[0], tok->added[i].pattern_len};
+    entries[n++] = (sort_entry){(uint32_t)i, (unsigned char)tok->added[i].pattern[0],
+                                tok->added[i].pattern_len};
   }
   qsort(entries, n, sizeof *entries, compare_entries);
   md_status st = MD_OK;
   memset(m->bucket, 0, sizeof m->bucket);
   for (size_t k = 0; k < n; k++) {
-    const md_tok_added *a = &tok->added[entries[k].index], *prev = k ? &tok->added[entries[k - 1].index] : NULL;
-    if (prev && prev->pattern_len == a->pattern_len && memcmp(prev->pattern, a->pattern, a->pattern_len) == 0) {
+    const md_tok_added *a = &tok->added[entries[k].index],
+                       *prev = k ? &tok->added[entries[k - 1].index] : NULL;
+    if (prev && prev->pattern_len == a->pattern_len &&
+        memcmp(prev->pattern, a->pattern, a->pattern_len) == 0) {
       char what[200];
-      snprintf(what, sizeof what, "ids %d and %d are matched on the same normalized text \"%.80s\"", prev->id,
-               a->id, a->pattern);
+      snprintf(what, sizeof what, "ids %d and %d are matched on the same normalized text \"%.80s\"",
+               prev->id, a->id, a->pattern);
       st = bad(l, MD_E_FORMAT, "added_tokens", what);
     }
     m->order[k] = entries[k].index;
@@ -623,7 +663,8 @@ md_status md_tokenizer_load(const char *path, md_tokenizer **out, md_error *err)
   json_t *root = json_loadb(data, len, 0, &jerr);
   free(data);
   if (!root)
-    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: not valid JSON: %s", path, jerr.line, jerr.column, jerr.text);
+    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: not valid JSON: %s", path, jerr.line, jerr.column,
+                   jerr.text);
   l.tok = calloc(1, sizeof *l.tok);
   st = l.tok ? load_json(&l, root) : nomem(&l);
   json_decref(root);

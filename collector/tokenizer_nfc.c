@@ -17,8 +17,13 @@
 #include "collector/tokenizer_unicode9.h"
 
 enum {
-  HANGUL_S_BASE = 0xAC00, HANGUL_L_BASE = 0x1100, HANGUL_V_BASE = 0x1161,
-  HANGUL_T_BASE = 0x11A7, HANGUL_L_COUNT = 19, HANGUL_V_COUNT = 21, HANGUL_T_COUNT = 28,
+  HANGUL_S_BASE = 0xAC00,
+  HANGUL_L_BASE = 0x1100,
+  HANGUL_V_BASE = 0x1161,
+  HANGUL_T_BASE = 0x11A7,
+  HANGUL_L_COUNT = 19,
+  HANGUL_V_COUNT = 21,
+  HANGUL_T_COUNT = 28,
   HANGUL_S_COUNT = 11172,
   MAX_DECOMPOSITION = 32, /* utf8proc's longest canonical decomposition is 4 */
 };
@@ -27,9 +32,12 @@ static bool unknown_to_reference(int32_t cp) {
   size_t lo = 0, hi = sizeof md_tok_unicode9_unknown / sizeof md_tok_unicode9_unknown[0];
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if ((uint32_t)cp < md_tok_unicode9_unknown[mid][0]) hi = mid;
-    else if ((uint32_t)cp > md_tok_unicode9_unknown[mid][1]) lo = mid + 1;
-    else return true;
+    if ((uint32_t)cp < md_tok_unicode9_unknown[mid][0])
+      hi = mid;
+    else if ((uint32_t)cp > md_tok_unicode9_unknown[mid][1])
+      lo = mid + 1;
+    else
+      return true;
   }
   return false;
 }
@@ -53,7 +61,7 @@ static bool is_inert(int32_t cp) {
   if (is_hangul_vowel_or_trailer(cp)) return false;
   const utf8proc_property_t *p = utf8proc_get_property(cp);
   if (p->combining_class != 0) return false;
-  if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false; /* a second part */
+  if (p->comb_index != UINT16_MAX && p->comb_index >= 0x8000) return false;  /* a second part */
   if (p->decomp_seqindex != UINT16_MAX && p->decomp_type == 0) return false; /* canonical */
   return true;
 }
@@ -81,7 +89,8 @@ bool md_tok_nfc_is_stable(const char *text, size_t len) {
 static int32_t compose(int32_t a, int32_t b) {
   if (a >= HANGUL_L_BASE && a < HANGUL_L_BASE + HANGUL_L_COUNT && b >= HANGUL_V_BASE &&
       b < HANGUL_V_BASE + HANGUL_V_COUNT)
-    return HANGUL_S_BASE + ((a - HANGUL_L_BASE) * HANGUL_V_COUNT + (b - HANGUL_V_BASE)) * HANGUL_T_COUNT;
+    return HANGUL_S_BASE +
+           ((a - HANGUL_L_BASE) * HANGUL_V_COUNT + (b - HANGUL_V_BASE)) * HANGUL_T_COUNT;
   if (a >= HANGUL_S_BASE && a < HANGUL_S_BASE + HANGUL_S_COUNT &&
       (a - HANGUL_S_BASE) % HANGUL_T_COUNT == 0 && b > HANGUL_T_BASE &&
       b < HANGUL_T_BASE + HANGUL_T_COUNT)
@@ -232,15 +241,19 @@ static void buffer(recomposer *r, int32_t cp, int32_t change) {
  * Recompositions: a starter waits as the "composee" and absorbs each following character
  * it composes with unless a mark of equal or higher class stands between them. */
 static size_t recompose(md_tok_nfc *nfc, size_t n) {
-  recomposer r = {.out_cp = nfc->cps + n, .out_change = nfc->change + n,
-                  .buf_cp = nfc->cps + 2 * n, .buf_change = nfc->change + 2 * n};
+  recomposer r = {.out_cp = nfc->cps + n,
+                  .out_change = nfc->change + n,
+                  .buf_cp = nfc->cps + 2 * n,
+                  .buf_change = nfc->change + 2 * n};
   bool have = false;
   int32_t k_cp = 0, k_change = 0, last_ccc = -1;
   for (size_t i = 0; i < n; i++) {
     int32_t cp = nfc->cps[i], change = nfc->change[i], ccc = nfc->ccc[i];
     if (!have) {
-      if (ccc != 0) emit(&r, cp, change);
-      else have = true, k_cp = cp, k_change = change;
+      if (ccc != 0)
+        emit(&r, cp, change);
+      else
+        have = true, k_cp = cp, k_change = change;
       continue;
     }
     if (last_ccc >= 0 && last_ccc >= ccc) { /* blocked */

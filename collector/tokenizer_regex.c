@@ -17,7 +17,7 @@
 #include "collector/tokenizer_internal.h"
 
 /* Unicode White_Space (PropList.txt), Oniguruma's \s. */
-#define WHITE_SPACE                                                                     \
+#define WHITE_SPACE                                                                    \
   "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
   "\\x{202F}\\x{205F}\\x{3000}"
 #define HEX_DIGIT "0-9a-fA-F"
@@ -87,16 +87,25 @@ static size_t escape(translation *t, const char *p, size_t len, size_t i, bool i
   }
   char c = p[i + 1];
   switch (c) {
-    case 's': put_str(t, in_class ? WHITE_SPACE : "[" WHITE_SPACE "]"); return i + 2;
-    case 'h': put_str(t, in_class ? HEX_DIGIT : "[" HEX_DIGIT "]"); return i + 2;
-    case 'v': put_str(t, "\\x{0B}"); return i + 2;
+    case 's':
+      put_str(t, in_class ? WHITE_SPACE : "[" WHITE_SPACE "]");
+      return i + 2;
+    case 'h':
+      put_str(t, in_class ? HEX_DIGIT : "[" HEX_DIGIT "]");
+      return i + 2;
+    case 'v':
+      put_str(t, "\\x{0B}");
+      return i + 2;
     case 'S':
     case 'H':
-      if (in_class) refuse(t, i, c == 'S' ? "\\S inside a character class" : "\\H inside a character class");
-      else put_str(t, c == 'S' ? "[^" WHITE_SPACE "]" : "[^" HEX_DIGIT "]");
+      if (in_class)
+        refuse(t, i, c == 'S' ? "\\S inside a character class" : "\\H inside a character class");
+      else
+        put_str(t, c == 'S' ? "[^" WHITE_SPACE "]" : "[^" HEX_DIGIT "]");
       return i + 2;
     case 'p':
-    case 'P': return copy_property(t, p, len, i);
+    case 'P':
+      return copy_property(t, p, len, i);
     case 'Q': {
       const char *end = NULL;
       for (size_t j = i + 2; j + 1 < len; j++)
@@ -108,7 +117,8 @@ static size_t escape(translation *t, const char *p, size_t len, size_t i, bool i
       put(t, p + i, stop - i);
       return stop;
     }
-    default: break;
+    default:
+      break;
   }
   if (strchr("wWRXKGgkNOyY", c) || (c == 'b' && !in_class) || (c == 'B' && !in_class)) {
     char what[16];
@@ -128,8 +138,10 @@ static size_t group_options(translation *t, const char *p, size_t len, size_t i)
   put(t, "(?", 2);
   for (; j < len && p[j] != ':' && p[j] != ')'; j++) {
     char c = p[j];
-    if (c == 'i' || c == 'x' || c == '-') put(t, &c, 1);
-    else if (c == 'm') put(t, "s", 1);
+    if (c == 'i' || c == 'x' || c == '-')
+      put(t, &c, 1);
+    else if (c == 'm')
+      put(t, "s", 1);
     else {
       char what[32];
       snprintf(what, sizeof what, "the group option '%c'", c);
@@ -140,7 +152,9 @@ static size_t group_options(translation *t, const char *p, size_t len, size_t i)
   return j;
 }
 
-static bool is_option_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-'; }
+static bool is_option_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-';
+}
 
 /* Copies a character class starting at p[i] ('['); returns the index after its ']'. */
 static size_t char_class(translation *t, const char *p, size_t len, size_t i) {

@@ -49,7 +49,8 @@ static bool piece_equals(const md_tokenizer *tok, int32_t id, const char *key, s
   return tok->piece_len[id] == len && memcmp(tok->pieces + tok->piece_off[id], key, len) == 0;
 }
 
-int32_t md_tok_map_get(const md_tokenizer *tok, const md_tok_map *map, const char *key, size_t len) {
+int32_t md_tok_map_get(const md_tokenizer *tok, const md_tok_map *map, const char *key,
+                       size_t len) {
   if (!map->slots) return -1;
   for (size_t i = md_tok_hash_bytes(key, len) & map->mask;; i = (i + 1) & map->mask) {
     int32_t id = map->slots[i];

@@ -68,12 +68,14 @@ static void test_decode(const md_tokenizer *tok) {
   size_t len = 0;
   md_error err = {0};
   CHECK(md_tokenizer_decode(tok, ids, 8, false, &text, &len, &err) == MD_OK);
-  CHECK(text && strcmp(text, "<|im_start|>system\nYou are helpful.<|im_end|>") == 0 && len == strlen(text));
+  CHECK(text && strcmp(text, "<|im_start|>system\nYou are helpful.<|im_end|>") == 0 &&
+        len == strlen(text));
   free(text);
   CHECK(md_tokenizer_decode(tok, ids, 8, true, &text, &len, &err) == MD_OK);
   CHECK(text && strcmp(text, "system\nYou are helpful.") == 0);
   free(text);
-  CHECK(md_tokenizer_decode(tok, ids, 0, false, &text, &len, &err) == MD_OK && len == 0 && text[0] == '\0');
+  CHECK(md_tokenizer_decode(tok, ids, 0, false, &text, &len, &err) == MD_OK && len == 0 &&
+        text[0] == '\0');
   free(text);
   const int32_t bad[] = {9707, 999999};
   CHECK(md_tokenizer_decode(tok, bad, 2, false, &text, &len, &err) == MD_E_INVALID);
@@ -99,7 +101,8 @@ static void test_append_and_spans(const md_tokenizer *tok) {
   encode_ok(tok, " world", 6, &t);
   encode_ok(tok, "", 0, &t);
   CHECK(t.count == 2 && t.ids[0] == 9707 && t.ids[1] == 1879);
-  CHECK(t.spans[0].start == 0 && t.spans[0].end == 5 && t.spans[1].start == 0 && t.spans[1].end == 6);
+  CHECK(t.spans[0].start == 0 && t.spans[0].end == 5 && t.spans[1].start == 0 &&
+        t.spans[1].end == 6);
   md_tokens_clear(&t);
   CHECK(t.count == 0);
   /* A special token in the middle, and an emoji split across tokens that share its span. */
@@ -118,9 +121,15 @@ static void test_invalid_utf8(const md_tokenizer *tok) {
     const char *text;
     size_t len, at;
   } cases[] = {
-      {"abc\xff", 4, 3},            {"a\xc3", 2, 1},               {"\xc3\x28", 2, 0},
-      {"ok \xed\xa0\x80", 6, 3},    {"\xc0\xaf", 2, 0},            {"\xe0\x80\xaf", 3, 0},
-      {"x\xf4\x90\x80\x80", 5, 1}, {"\xf8\x88\x80\x80\x80", 5, 0}, {"\x80", 1, 0},
+      {"abc\xff", 4, 3},
+      {"a\xc3", 2, 1},
+      {"\xc3\x28", 2, 0},
+      {"ok \xed\xa0\x80", 6, 3},
+      {"\xc0\xaf", 2, 0},
+      {"\xe0\x80\xaf", 3, 0},
+      {"x\xf4\x90\x80\x80", 5, 1},
+      {"\xf8\x88\x80\x80\x80", 5, 0},
+      {"\x80", 1, 0},
   };
   md_tokens t = {0};
   encode_ok(tok, "Hello", 5, &t);
@@ -206,10 +215,16 @@ static void *encode_all(void *arg) {
 /* Several threads share one tokenizer (and its word cache) and must agree with one thread. */
 static void test_threads(const md_tokenizer *tok) {
   static const char *texts[] = {
-      "Hello world", "The quick brown fox jumps over the lazy dog.", "你好，世界！我们今天学习分词。",
-      "<|im_start|>user\nBook a flight to Lisbon<|im_end|>\n", "def f(x):\n    return x**2  # square\n",
-      "cafe\xcc\x81 na\xc3\xafve", "don't DON'T I'm we'll", "   spaces   and\ttabs\r\n",
-      "{\"flights\": [{\"from\": \"SFO\", \"price\": 123.45}]}", "emoji \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd!",
+      "Hello world",
+      "The quick brown fox jumps over the lazy dog.",
+      "你好，世界！我们今天学习分词。",
+      "<|im_start|>user\nBook a flight to Lisbon<|im_end|>\n",
+      "def f(x):\n    return x**2  # square\n",
+      "cafe\xcc\x81 na\xc3\xafve",
+      "don't DON'T I'm we'll",
+      "   spaces   and\ttabs\r\n",
+      "{\"flights\": [{\"from\": \"SFO\", \"price\": 123.45}]}",
+      "emoji \xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd!",
   };
   enum { N = sizeof texts / sizeof texts[0], THREADS = 4 };
   md_tokens expected[N] = {{0}};

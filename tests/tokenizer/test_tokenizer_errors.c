@@ -16,7 +16,8 @@ static char dir[] = "/tmp/md_tokenizer_errors.XXXXXX";
 static json_t *base(void) {
   const char *root = getenv("MD_SOURCE_ROOT");
   char path[4096];
-  snprintf(path, sizeof path, "%s/tests/tokenizer/fixtures/small_tokenizer.json", root ? root : ".");
+  snprintf(path, sizeof path, "%s/tests/tokenizer/fixtures/small_tokenizer.json",
+           root ? root : ".");
   json_error_t jerr;
   json_t *tok = json_load_file(path, 0, &jerr);
   if (!tok) {
@@ -44,12 +45,13 @@ static void expect_text(const char *name, const char *text, md_status status, co
   md_tokenizer *tok = NULL;
   md_error err = {0};
   md_status st = md_tokenizer_load(path, &tok, &err);
-  CHECK_MSG(st == status, "%s: status %s, expected %s (%s)", name, md_status_name(st), md_status_name(status),
-            err.message);
+  CHECK_MSG(st == status, "%s: status %s, expected %s (%s)", name, md_status_name(st),
+            md_status_name(status), err.message);
   CHECK_MSG(tok == NULL, "%s: a tokenizer was returned", name);
-  CHECK_MSG(strncmp(err.message, path, strlen(path)) == 0, "%s: message does not start with the path: %s", name,
-            err.message);
-  CHECK_MSG(strstr(err.message, expect) != NULL, "%s: message \"%s\" lacks \"%s\"", name, err.message, expect);
+  CHECK_MSG(strncmp(err.message, path, strlen(path)) == 0,
+            "%s: message does not start with the path: %s", name, err.message);
+  CHECK_MSG(strstr(err.message, expect) != NULL, "%s: message \"%s\" lacks \"%s\"", name,
+            err.message, expect);
   md_tokenizer_free(tok);
   unlink(path);
 }
@@ -61,7 +63,9 @@ static void expect_json(const char *name, json_t *root, md_status status, const 
   json_decref(root);
 }
 
-static void set(json_t *object, const char *key, json_t *value) { json_object_set_new(object, key, value); }
+static void set(json_t *object, const char *key, json_t *value) {
+  json_object_set_new(object, key, value);
+}
 
 static void test_files(void) {
   md_tokenizer *tok = NULL;
@@ -96,13 +100,16 @@ static void test_model(void) {
   expect_json("vocab_id_twice", root, MD_E_FORMAT, "id 7 is also given to");
   root = base();
   json_array_append_new(at(root, "model", "merges"), json_string("Ġ zzzunknown"));
-  expect_json("merge_unknown", root, MD_E_FORMAT, "model.merges[1744]: the symbol \"zzzunknown\" is not in model.vocab");
+  expect_json("merge_unknown", root, MD_E_FORMAT,
+              "model.merges[1744]: the symbol \"zzzunknown\" is not in model.vocab");
   root = base();
   json_array_append_new(at(root, "model", "merges"), json_pack("[ss]", "Q", "Z"));
-  expect_json("merge_result_unknown", root, MD_E_FORMAT, "the merged symbol \"QZ\" is not in model.vocab");
+  expect_json("merge_result_unknown", root, MD_E_FORMAT,
+              "the merged symbol \"QZ\" is not in model.vocab");
   root = base();
   json_array_set_new(at(root, "model", "merges"), 3, json_string("a b c"));
-  expect_json("merge_three_parts", root, MD_E_FORMAT, "model.merges[3]: not two symbols separated by one space");
+  expect_json("merge_three_parts", root, MD_E_FORMAT,
+              "model.merges[3]: not two symbols separated by one space");
   root = base();
   json_array_set_new(at(root, "model", "merges"), 3, json_integer(3));
   expect_json("merge_number", root, MD_E_FORMAT, "model.merges[3]: neither");
@@ -114,18 +121,25 @@ static void test_model(void) {
   expect_json("version", root, MD_E_UNSUPPORTED, "version: only tokenizer.json version \"1.0\"");
 }
 
-static json_t *split_of(json_t *root) { return json_array_get(at(root, "pre_tokenizer", "pretokenizers"), 0); }
+static json_t *split_of(json_t *root) {
+  return json_array_get(at(root, "pre_tokenizer", "pretokenizers"), 0);
+}
 
 static void test_components(void) {
   json_t *root = base();
   set(root, "normalizer", json_pack("{ss}", "type", "Lowercase"));
-  expect_json("normalizer", root, MD_E_UNSUPPORTED, "normalizer: type 'Lowercase' is not supported");
+  expect_json("normalizer", root, MD_E_UNSUPPORTED,
+              "normalizer: type 'Lowercase' is not supported");
   root = base();
-  set(root, "normalizer", json_pack("{ss s[{ss}{ss}]}", "type", "Sequence", "normalizers", "type", "NFC", "type", "NFKC"));
-  expect_json("normalizer_sequence", root, MD_E_UNSUPPORTED, "normalizer.normalizers[1]: type 'NFKC'");
+  set(root, "normalizer",
+      json_pack("{ss s[{ss}{ss}]}", "type", "Sequence", "normalizers", "type", "NFC", "type",
+                "NFKC"));
+  expect_json("normalizer_sequence", root, MD_E_UNSUPPORTED,
+              "normalizer.normalizers[1]: type 'NFKC'");
   root = base();
   set(root, "pre_tokenizer", json_pack("{ss}", "type", "Whitespace"));
-  expect_json("pre_tokenizer", root, MD_E_UNSUPPORTED, "pre_tokenizer: type 'Whitespace' is not supported");
+  expect_json("pre_tokenizer", root, MD_E_UNSUPPORTED,
+              "pre_tokenizer: type 'Whitespace' is not supported");
   root = base();
   json_object_del(root, "pre_tokenizer");
   expect_json("no_pre_tokenizer", root, MD_E_UNSUPPORTED, "pre_tokenizer: missing");
@@ -133,15 +147,19 @@ static void test_components(void) {
   set(split_of(root), "behavior", json_string("Removed"));
   expect_json("split_behavior", root, MD_E_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior");
   root = base();
-  set(json_array_get(at(root, "pre_tokenizer", "pretokenizers"), 1), "add_prefix_space", json_true());
-  expect_json("add_prefix_space", root, MD_E_UNSUPPORTED, "pretokenizers[1].add_prefix_space: must be false");
+  set(json_array_get(at(root, "pre_tokenizer", "pretokenizers"), 1), "add_prefix_space",
+      json_true());
+  expect_json("add_prefix_space", root, MD_E_UNSUPPORTED,
+              "pretokenizers[1].add_prefix_space: must be false");
   root = base();
   set(split_of(root), "pattern", json_pack("{ss}", "Regex", "(?i:'s|'t"));
   expect_json("regex_pcre2", root, MD_E_FORMAT,
-              "pretokenizers[0].pattern.Regex: PCRE2 rejects the pattern at offset 9: missing closing parenthesis");
+              "pretokenizers[0].pattern.Regex: PCRE2 rejects the pattern at offset 9: missing "
+              "closing parenthesis");
   root = base();
   set(split_of(root), "pattern", json_pack("{ss}", "Regex", "\\s+|[a-z]+(?=\\s)|\\w+"));
-  expect_json("regex_word", root, MD_E_UNSUPPORTED, "\\w at offset 17 of the pattern is not supported");
+  expect_json("regex_word", root, MD_E_UNSUPPORTED,
+              "\\w at offset 17 of the pattern is not supported");
   root = base();
   set(split_of(root), "pattern", json_pack("{ss}", "Regex", "\\s+|[^\\S\\n]"));
   expect_json("regex_class_S", root, MD_E_UNSUPPORTED, "\\S inside a character class at offset 6");
@@ -159,7 +177,8 @@ static void test_components(void) {
 static void test_added_tokens(void) {
   json_t *root = base();
   set(json_array_get(json_object_get(root, "added_tokens"), 2), "id", json_integer(5000));
-  expect_json("added_id", root, MD_E_FORMAT, "added_tokens[2]: \"[L]\" has id 5000, but the tokenizers library gives it id 2002");
+  expect_json("added_id", root, MD_E_FORMAT,
+              "added_tokens[2]: \"[L]\" has id 5000, but the tokenizers library gives it id 2002");
   root = base();
   json_t *list = json_object_get(root, "added_tokens");
   json_t *copy = json_deep_copy(json_array_get(list, 0));

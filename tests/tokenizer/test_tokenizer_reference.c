@@ -34,7 +34,8 @@ static void report(run *r, size_t line, const char *what, size_t at, int32_t wan
   char w[160], g[160];
   show_piece(r->tok, want, w, sizeof w);
   show_piece(r->tok, got, g, sizeof g);
-  fprintf(stderr, "%s:%zu: %s at token %zu: expected %s, got %s\n", r->fixture, line, what, at, w, g);
+  fprintf(stderr, "%s:%zu: %s at token %zu: expected %s, got %s\n", r->fixture, line, what, at, w,
+          g);
 }
 
 /* Compares the ids; on a mismatch reports the first differing position. */
@@ -58,8 +59,9 @@ static bool check_spans(run *r, size_t line, json_t *offsets, const md_tokens *g
     size_t end = (size_t)json_integer_value(json_array_get(offsets, 2 * k + 1));
     if (got->spans[k].start != start || got->spans[k].end != end) {
       if (r->reports++ < MAX_REPORTS)
-        fprintf(stderr, "%s:%zu: span of token %zu (id %d): expected [%zu, %zu), got [%zu, %zu)\n", r->fixture,
-                line, k, got->ids[k], start, end, got->spans[k].start, got->spans[k].end);
+        fprintf(stderr, "%s:%zu: span of token %zu (id %d): expected [%zu, %zu), got [%zu, %zu)\n",
+                r->fixture, line, k, got->ids[k], start, end, got->spans[k].start,
+                got->spans[k].end);
       return false;
     }
   }
@@ -72,10 +74,11 @@ static bool check_decode(run *r, size_t line, json_t *decoded, const md_tokens *
   size_t len = 0;
   md_error err = {0};
   bool ok = md_tokenizer_decode(r->tok, got->ids, got->count, false, &text, &len, &err) == MD_OK &&
-            len == json_string_length(decoded) && memcmp(text, json_string_value(decoded), len) == 0;
+            len == json_string_length(decoded) &&
+            memcmp(text, json_string_value(decoded), len) == 0;
   if (!ok && r->reports++ < MAX_REPORTS)
-    fprintf(stderr, "%s:%zu: decode gives \"%.200s\" (%zu bytes), expected \"%.200s\" %s\n", r->fixture, line,
-            text ? text : "", len, json_string_value(decoded), err.message);
+    fprintf(stderr, "%s:%zu: decode gives \"%.200s\" (%zu bytes), expected \"%.200s\" %s\n",
+            r->fixture, line, text ? text : "", len, json_string_value(decoded), err.message);
   free(text);
   return ok;
 }
@@ -89,7 +92,8 @@ static void check_line(run *r, size_t line, const char *buf, size_t len) {
   CHECK_MSG(json_is_string(text) && json_is_array(ids), "%s:%zu: no text/ids", r->fixture, line);
   md_tokens got = {0};
   md_error err = {0};
-  md_status st = md_tokenizer_encode(r->tok, json_string_value(text), json_string_length(text), &got, &err);
+  md_status st =
+      md_tokenizer_encode(r->tok, json_string_value(text), json_string_length(text), &got, &err);
   CHECK_MSG(st == MD_OK, "%s:%zu: encode failed: %s", r->fixture, line, err.message);
   if (st == MD_OK) {
     bool ids_ok = check_ids(r, line, ids, &got);
@@ -114,7 +118,8 @@ static char *source_path(const char *relative) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s TOKENIZER_JSON FIXTURE_JSONL (relative to MD_SOURCE_ROOT)\n", argv[0]);
+    fprintf(stderr, "usage: %s TOKENIZER_JSON FIXTURE_JSONL (relative to MD_SOURCE_ROOT)\n",
+            argv[0]);
     return 2;
   }
   char *tok_path = source_path(argv[1]), *fixture = source_path(argv[2]);
@@ -133,7 +138,8 @@ int main(int argc, char **argv) {
     free(line);
     CHECK_MSG(r.strings > 0, "%s holds no strings", argv[2]);
     printf("%s: %zu strings, %zu tokens compared\n", argv[2], r.strings, r.tokens);
-    if (r.reports > MAX_REPORTS) fprintf(stderr, "(%zu more mismatches not shown)\n", r.reports - MAX_REPORTS);
+    if (r.reports > MAX_REPORTS)
+      fprintf(stderr, "(%zu more mismatches not shown)\n", r.reports - MAX_REPORTS);
   }
   if (f) fclose(f);
   md_tokenizer_free(tok);
