@@ -3,7 +3,7 @@
  *
  *   tokenizer_bench TOKENIZER_JSON CORPUS_JSONL [SECONDS]
  *
- * Prints the best of several loads, then MB/s for encoding the strings one call each (the
+ * Prints the best of several loads (wall and CPU time), then MB/s for encoding the strings one call each (the
  * collector's per-segment use) and for the whole corpus as one text. Not a test: timings
  * depend on the machine and its load. */
 #include <jansson.h>
@@ -14,11 +14,16 @@
 
 #include "collector/tokenizer.h"
 
-static double now(void) {
+static double clock_s(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* CPU time of this process: on a shared machine the wall time also counts other work. */
+static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 typedef struct corpus {
   char **texts;
@@ -58,24 +63,23 @@ static int read_corpus(const char *path, corpus *c) {
   return 0;
 }
 
-static double best_load(const char *path, int runs, md_tokenizer **keep) {
-  double best = 1e30;
+/* The best wall and CPU times of `runs` loads; keeps the last tokenizer. */
+static void best_load(const char *path, int runs, md_tokenizer **keep, double *wall, double *cpu) {
+  *wall = *cpu = 1e30;
   for (int i = 0; i < runs; i++) {
     md_tokenizer *tok = NULL;
     md_error err = {0};
-    double t0 = now();
+    double t0 = now(), c0 = cpu_now();
     if (md_tokenizer_load(path, &tok, &err) != MD_OK) {
       fprintf(stderr, "tokenizer_bench: %s\n", err.message);
       exit(1);
     }
-    double t = now() - t0;
-    if (t < best) best = t;
-    if (i + 1 < runs)
-      md_tokenizer_free(tok);
-    else
-      *keep = tok;
+    double t = now() - t0, c = cpu_now() - c0;
+    if (t < *wall) *wall = t;
+    if (c < *cpu) *cpu = c;
+    if (i + 1 < runs) md_tokenizer_free(tok);
+    else *keep = tok;
   }
-  return best;
 }
 
 /* Encodes every string once per round until `seconds` have passed; returns MB/s. */
@@ -136,9 +140,10 @@ int main(int argc, char **argv) {
   corpus c = {0};
   if (read_corpus(argv[2], &c) != 0) return 1;
   md_tokenizer *tok = NULL;
-  double load = best_load(argv[1], 3, &tok);
-  printf("load: %.3f s (best of 3) = %.2f of the 1 s target (%s)\n", load, load / 1.0,
-         load < 1.0 ? "met" : "MISSED");
+  double wall, cpu;
+  best_load(argv[1], 5, &tok, &wall, &cpu);
+  printf("load: %.3f s wall, %.3f s CPU (best of 5) = %.2f of the 1 s target (%s)\n", wall, cpu, wall,
+         wall < 1.0 ? "met" : "MISSED");
   size_t tokens = 0;
   double seg = per_segment(tok, &c, seconds, &tokens);
   printf(

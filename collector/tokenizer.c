@@ -12,13 +12,13 @@ static bool has_entry(const md_tokenizer *tok, int32_t id) {
 size_t md_tokenizer_vocab_size(const md_tokenizer *tok) { return tok->n_ids; }
 
 const char *md_tokenizer_piece(const md_tokenizer *tok, int32_t id) {
-  return has_entry(tok, id) ? tok->pieces + tok->piece_off[id] : NULL;
+  return has_entry(tok, id) ? tok->pieces + tok->entries[id].piece_off : NULL;
 }
 
 const char *md_tokenizer_piece_bytes(const md_tokenizer *tok, int32_t id, size_t *len) {
   if (!has_entry(tok, id)) return NULL;
-  *len = tok->bytes_len[id];
-  return tok->bytes + tok->bytes_off[id];
+  *len = tok->entries[id].bytes_len;
+  return tok->bytes + tok->entries[id].bytes_off;
 }
 
 int32_t md_tokenizer_token_id(const md_tokenizer *tok, const char *piece) {
@@ -47,7 +47,7 @@ md_status md_tokenizer_decode(const md_tokenizer *tok, const int32_t *ids, size_
     if (!has_entry(tok, ids[i]))
       return md_fail(err, MD_E_INVALID, "token %zu: id %d is not in the vocabulary (size %zu)", i,
                      ids[i], tok->n_ids);
-    total += tok->bytes_len[ids[i]];
+    total += tok->entries[ids[i]].bytes_len;
   }
   char *text = malloc(total + 1);
   if (!text) return md_fail(err, MD_E_NOMEM, "out of memory decoding %zu tokens", n);
@@ -55,8 +55,8 @@ md_status md_tokenizer_decode(const md_tokenizer *tok, const int32_t *ids, size_
   for (size_t i = 0; i < n; i++) {
     int32_t id = ids[i];
     if (skip_special && (tok->flags[id] & MD_TOK_SPECIAL)) continue;
-    memcpy(text + len, tok->bytes + tok->bytes_off[id], tok->bytes_len[id]);
-    len += tok->bytes_len[id];
+    memcpy(text + len, tok->bytes + tok->entries[id].bytes_off, tok->entries[id].bytes_len);
+    len += tok->entries[id].bytes_len;
   }
   text[len] = '\0';
   *out_text = text;
@@ -67,10 +67,7 @@ md_status md_tokenizer_decode(const md_tokenizer *tok, const int32_t *ids, size_
 void md_tokenizer_free(md_tokenizer *tok) {
   if (!tok) return;
   free(tok->flags);
-  free(tok->piece_off);
-  free(tok->piece_len);
-  free(tok->bytes_off);
-  free(tok->bytes_len);
+  free(tok->entries);
   free(tok->pieces);
   free(tok->bytes);
   md_tok_map_free(&tok->vocab);

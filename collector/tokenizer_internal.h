@@ -26,6 +26,13 @@ enum {
 /* The byte-level alphabet uses code points below 256 + 68. */
 #define MD_TOK_BYTE_CPS 324
 
+/* Where an id's strings are: its piece (the `tokenizers` token string, NUL-terminated) in
+ * md_tokenizer.pieces and the bytes it decodes to in md_tokenizer.bytes. */
+typedef struct md_tok_entry {
+  uint32_t piece_off, piece_len;
+  uint32_t bytes_off, bytes_len;
+} md_tok_entry;
+
 /* ---- string -> id map (open addressing; keys are the pieces of the ids it holds) --------- */
 typedef struct md_tok_map {
   int32_t *slots; /* id, or -1 for an empty slot */
@@ -89,10 +96,9 @@ struct md_tokenizer {
   /* per id, for ids in [0, n_ids) */
   size_t n_ids;
   uint8_t *flags;
-  uint32_t *piece_off, *piece_len; /* into `pieces`: the HF token string, NUL-terminated */
-  uint32_t *bytes_off, *bytes_len; /* into `bytes`: what the token decodes to */
-  char *pieces;
-  char *bytes;
+  md_tok_entry *entries;
+  char *pieces; /* arena of the pieces (NUL-terminated) */
+  char *bytes;  /* arena of the decoded bytes */
 
   md_tok_map vocab;     /* model vocabulary string -> id */
   md_tok_map added_map; /* added token content -> id */

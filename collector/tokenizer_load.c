@@ -71,15 +71,9 @@ static bool ensure_id(loader *l, int32_t id) {
   while (cap <= (size_t)id) cap *= 2;
   uint8_t *flags = realloc(tok->flags, cap);
   if (flags) tok->flags = flags, memset(flags + l->ids_cap, 0, cap - l->ids_cap);
-  uint32_t **arrays[] = {&tok->piece_off, &tok->piece_len, &tok->bytes_off, &tok->bytes_len};
-  bool ok = flags != NULL;
-  for (size_t i = 0; i < 4; i++) {
-    uint32_t *grown = realloc(*arrays[i], cap * sizeof **arrays[i]);
-    if (grown)
-      *arrays[i] = grown;
-    else
-      ok = false;
-  }
+  md_tok_entry *entries = realloc(tok->entries, cap * sizeof *entries);
+  if (entries) tok->entries = entries;
+  bool ok = flags && entries;
   if (ok) l->ids_cap = cap;
   return ok;
 }
@@ -135,10 +129,10 @@ static md_status set_entry(loader *l, int32_t id, const char *piece, size_t len,
   uint32_t at = arena_add(&tok->pieces, &l->pieces_len, &l->pieces_cap, piece, len);
   uint32_t bytes_at = arena_add(&tok->bytes, &l->bytes_len, &l->bytes_cap, bytes, bytes_len);
   if (at == UINT32_MAX || bytes_at == UINT32_MAX) return nomem(l);
-  tok->piece_off[id] = at;
-  tok->piece_len[id] = (uint32_t)len;
-  tok->bytes_off[id] = bytes_at;
-  tok->bytes_len[id] = (uint32_t)bytes_len;
+  tok->entries[id].piece_off = at;
+  tok->entries[id].piece_len = (uint32_t)len;
+  tok->entries[id].bytes_off = bytes_at;
+  tok->entries[id].bytes_len = (uint32_t)bytes_len;
   tok->flags[id] |= flags;
   return MD_OK;
 }
@@ -190,7 +184,7 @@ static md_status add_vocab_entry(loader *l, const char *key, json_t *value) {
   if (tok->flags[id] & MD_TOK_VALID)
     return md_fail(l->err, MD_E_FORMAT,
                    "%s: model.vocab[\"%.60s\"]: id %d is also given to \"%.60s\"", l->path, key, id,
-                   tok->pieces + tok->piece_off[id]);
+                   tok->pieces + tok->entries[id].piece_off);
   size_t len = strlen(key);
   char stack[256];
   char *bytes = len <= sizeof stack ? stack : malloc(len);
@@ -522,7 +516,7 @@ static md_status assign_added_id(loader *l, size_t index, const char *content, i
   }
   if (in_vocab < 0 && *id < (int32_t)tok->n_ids && (tok->flags[*id] & MD_TOK_VALID)) {
     snprintf(what, sizeof what, "id %d of \"%.80s\" is already the vocabulary entry \"%.80s\"", *id,
-             content, tok->pieces + tok->piece_off[*id]);
+             content, tok->pieces + tok->entries[*id].piece_off);
     return bad(l, MD_E_FORMAT, where, what);
   }
   return MD_OK;

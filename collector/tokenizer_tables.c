@@ -46,7 +46,7 @@ void md_tok_map_free(md_tok_map *map) {
 }
 
 static bool piece_equals(const md_tokenizer *tok, int32_t id, const char *key, size_t len) {
-  return tok->piece_len[id] == len && memcmp(tok->pieces + tok->piece_off[id], key, len) == 0;
+  return tok->entries[id].piece_len == len && memcmp(tok->pieces + tok->entries[id].piece_off, key, len) == 0;
 }
 
 int32_t md_tok_map_get(const md_tokenizer *tok, const md_tok_map *map, const char *key,
@@ -60,8 +60,8 @@ int32_t md_tok_map_get(const md_tokenizer *tok, const md_tok_map *map, const cha
 }
 
 int32_t md_tok_map_put(const md_tokenizer *tok, md_tok_map *map, int32_t id) {
-  const char *key = tok->pieces + tok->piece_off[id];
-  size_t len = tok->piece_len[id];
+  const char *key = tok->pieces + tok->entries[id].piece_off;
+  size_t len = tok->entries[id].piece_len;
   for (size_t i = md_tok_hash_bytes(key, len) & map->mask;; i = (i + 1) & map->mask) {
     int32_t there = map->slots[i];
     if (there < 0) {
