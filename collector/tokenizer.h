@@ -22,10 +22,13 @@
  * Where this differs from `tokenizers`, on purpose or by necessity:
  *   - Invalid UTF-8 in the text to encode is refused (MD_E_FORMAT, with the byte offset).
  *     `tokenizers` never sees such input: Python strings cannot hold lone bytes.
- *   - `tokenizers` runs the split regex with Oniguruma. The pattern is translated for PCRE2
- *     where the engines differ: \s and \S mean Unicode White_Space as in Oniguruma (PCRE2's
- *     \s would also match U+180E); \w \W \b \B \h \H \R \X \K \G \z \Z \A, \p{^...} and
- *     possessive or atomic syntax that differ between the engines are refused at load.
+ *   - `tokenizers` runs the split regex with Oniguruma; we run it with PCRE2 and translate the
+ *     constructs the engines read differently (collector/tokenizer_regex.c): \s and \S are
+ *     Unicode White_Space as in Oniguruma (PCRE2's \s would add U+180E), \h is a hex digit,
+ *     \v is U+000B, ^ and $ are line anchors, (?m) is PCRE2's (?s). Constructs that differ and
+ *     that byte-level patterns do not use (\w \W \b \B \R \X \K \G \g \k \N \O \y \Y, \S
+ *     or \H inside a class, nested classes, class intersection, group options other than
+ *     i, x, m) are refused at load with their offset.
  *     Character properties (\p{L}, \p{N}) come from PCRE2's Unicode tables (Unicode 14 in
  *     PCRE2 10.42), Oniguruma's from Unicode 15: the letters and digits assigned in
  *     Unicode 15 (CJK Extension H, Kawi, Nag Mundari, ...) can split differently.
@@ -49,7 +52,8 @@
  * base character only; an added token with lstrip/rstrip covers the whitespace it ate.
  *
  * A loaded tokenizer is immutable: encode, decode and the lookups may run concurrently from
- * several threads on the same md_tokenizer. No global state. */
+ * several threads on the same md_tokenizer (it keeps a bounded cache of word encodings, each
+ * part behind its own lock; results never depend on it). No global state. */
 #ifndef MD_COLLECTOR_TOKENIZER_H
 #define MD_COLLECTOR_TOKENIZER_H
 
@@ -91,8 +95,9 @@ void md_tokenizer_free(md_tokenizer *tok);
 /* Encodes `len` bytes of UTF-8 `text` and appends the ids (and their spans, relative to
  * `text`) to `out`. The main use is one call per region segment, appending to one list.
  * Errors: MD_E_FORMAT for invalid UTF-8 (the message gives the byte offset), MD_E_NOMEM,
- * MD_E_NUMERIC if PCRE2 gives up on the split regex (match or depth limit). On error `out`
- * keeps the tokens it had before the call. */
+ * MD_E_UNSUPPORTED if PCRE2 gives up on the split regex (a match, depth or heap limit), and
+ * MD_E_INVALID for a text of 4 GiB or more. On error `out` keeps the tokens it had before
+ * the call. */
 md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
                               md_error *err);
 
