@@ -20,6 +20,7 @@ enum { MAX_REPORTS = 8 };
 typedef struct run {
   const md_tokenizer *tok;
   const char *fixture;
+  const char *text; /* the string being checked */
   size_t reports;
   size_t strings, tokens;
 } run;
@@ -29,13 +30,20 @@ static void show_piece(const md_tokenizer *tok, int32_t id, char *out, size_t si
   snprintf(out, size, "%d \"%s\"", id, piece ? piece : "?");
 }
 
+/* "FILE:LINE: string N "text...":" then the problem. */
+static void where(const run *r, size_t line) {
+  const char *text = r->text ? r->text : "";
+  fprintf(stderr, "%s:%zu: string %zu \"%.60s%s\": ", r->fixture, line, line - 1, text,
+          strlen(text) > 60 ? "..." : "");
+}
+
 static void report(run *r, size_t line, const char *what, size_t at, int32_t want, int32_t got) {
   if (r->reports++ >= MAX_REPORTS) return;
   char w[160], g[160];
   show_piece(r->tok, want, w, sizeof w);
   show_piece(r->tok, got, g, sizeof g);
-  fprintf(stderr, "%s:%zu: %s at token %zu: expected %s, got %s\n", r->fixture, line, what, at, w,
-          g);
+  where(r, line);
+  fprintf(stderr, "%s at token %zu: expected %s, got %s\n", what, at, w, g);
 }
 
 /* Compares the ids; on a mismatch reports the first differing position. */
@@ -58,10 +66,10 @@ static bool check_spans(run *r, size_t line, json_t *offsets, const md_tokens *g
     size_t start = (size_t)json_integer_value(json_array_get(offsets, 2 * k));
     size_t end = (size_t)json_integer_value(json_array_get(offsets, 2 * k + 1));
     if (got->spans[k].start != start || got->spans[k].end != end) {
-      if (r->reports++ < MAX_REPORTS)
-        fprintf(stderr, "%s:%zu: span of token %zu (id %d): expected [%zu, %zu), got [%zu, %zu)\n",
-                r->fixture, line, k, got->ids[k], start, end, got->spans[k].start,
-                got->spans[k].end);
+      if (r->reports++ < MAX_REPORTS) where(r, line);
+      if (r->reports <= MAX_REPORTS)
+        fprintf(stderr, "span of token %zu (id %d): expected [%zu, %zu), got [%zu, %zu)\n", k,
+                got->ids[k], start, end, got->spans[k].start, got->spans[k].end);
       return false;
     }
   }
@@ -76,9 +84,10 @@ static bool check_decode(run *r, size_t line, json_t *decoded, const md_tokens *
   bool ok = md_tokenizer_decode(r->tok, got->ids, got->count, false, &text, &len, &err) == MD_OK &&
             len == json_string_length(decoded) &&
             memcmp(text, json_string_value(decoded), len) == 0;
-  if (!ok && r->reports++ < MAX_REPORTS)
-    fprintf(stderr, "%s:%zu: decode gives \"%.200s\" (%zu bytes), expected \"%.200s\" %s\n",
-            r->fixture, line, text ? text : "", len, json_string_value(decoded), err.message);
+  if (!ok && r->reports++ < MAX_REPORTS) where(r, line);
+  if (!ok && r->reports <= MAX_REPORTS)
+    fprintf(stderr, "decode gives \"%.200s\" (%zu bytes), expected \"%.200s\" %s\n",
+            text ? text : "", len, json_string_value(decoded), err.message);
   free(text);
   return ok;
 }
@@ -92,6 +101,7 @@ static void check_line(run *r, size_t line, const char *buf, size_t len) {
   CHECK_MSG(json_is_string(text) && json_is_array(ids), "%s:%zu: no text/ids", r->fixture, line);
   md_tokens got = {0};
   md_error err = {0};
+  r->text = json_string_value(text);
   md_status st =
       md_tokenizer_encode(r->tok, json_string_value(text), json_string_length(text), &got, &err);
   CHECK_MSG(st == MD_OK, "%s:%zu: encode failed: %s", r->fixture, line, err.message);
