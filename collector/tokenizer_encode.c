@@ -269,7 +269,7 @@ static int match_split(encoder *e, pcre2_code *re, size_t start, size_t end, siz
   int rc = pcre2_match(re, subject, end - start, from - start, PCRE2_NO_UTF_CHECK, e->s->match,
                        e->s->match_context);
   if (rc == PCRE2_ERROR_JIT_STACKLIMIT && !e->s->jit_stack) {
-    /* Long runs (of white space, say) can need more than the default 32 KiB JIT stack. */
+    /* A repeated group over a long piece can need more than the default 32 KiB JIT stack. */
     e->s->match_context = pcre2_match_context_create(NULL);
     e->s->jit_stack = pcre2_jit_stack_create(256 * 1024, 256 * 1024 * 1024, NULL);
     if (!e->s->match_context || !e->s->jit_stack) return PCRE2_ERROR_NOMEMORY;

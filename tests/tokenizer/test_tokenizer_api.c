@@ -5,10 +5,12 @@
  * Expected ids and pieces are those of data/tokenizer/qwen/tokenizer.json as the HF
  * `tokenizers` library reports them (tests/tokenizer/fixtures/cases.jsonl: "Hello world" is
  * [9707, 1879]; the added tokens are listed in the file with their ids). */
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "collector/tokenizer.h"
@@ -242,6 +244,46 @@ static void test_threads(const md_tokenizer *tok) {
   for (size_t i = 0; i < N; i++) md_tokens_free(&expected[i]);
 }
 
+/* The small test tokenizer with its split regex replaced by `pattern`. */
+static md_tokenizer *load_with_pattern(const char *pattern) {
+  const char *root = getenv("MD_SOURCE_ROOT");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/tokenizer/fixtures/small_tokenizer.json", root ? root : ".");
+  json_t *json = json_load_file(path, 0, NULL);
+  json_t *split = json_array_get(json_object_get(json_object_get(json, "pre_tokenizer"), "pretokenizers"), 0);
+  json_object_set_new(split, "pattern", json_pack("{ss}", "Regex", pattern));
+  char tmp[] = "/tmp/md_tokenizer_api.XXXXXX";
+  int fd = mkstemp(tmp);
+  CHECK(fd >= 0 && json_dumpfd(json, fd, 0) == 0);
+  close(fd);
+  json_decref(json);
+  md_tokenizer *tok = NULL;
+  md_error err = {0};
+  CHECK_MSG(md_tokenizer_load(tmp, &tok, &err) == MD_OK, "%s", err.message);
+  unlink(tmp);
+  return tok;
+}
+
+/* PCRE2's limits: a pattern that needs a deep JIT stack gets a bigger one; one that
+ * backtracks exponentially fails with a message instead of hanging. */
+static void test_regex_limits(void) {
+  size_t n = 100000, count = 0;
+  char *text = malloc(n);
+  memset(text, 'a', n);
+  md_tokenizer *deep = load_with_pattern("(a|bc)+x|a+");
+  if (deep) round_trip(deep, text, n, &count);
+  md_tokenizer_free(deep);
+  md_tokenizer *slow = load_with_pattern("(a+)+b|a");
+  md_tokens t = {0};
+  md_error err = {0};
+  CHECK(slow && md_tokenizer_encode(slow, text, 40, &t, &err) == MD_E_UNSUPPORTED);
+  CHECK_MSG(strstr(err.message, "the split regex failed at normalized byte 0") != NULL, "%s", err.message);
+  CHECK(t.count == 0);
+  md_tokens_free(&t);
+  md_tokenizer_free(slow);
+  free(text);
+}
+
 /* The NFC fast path takes a string as already normalized when every character is "inert";
  * check that rule against utf8proc's NFC for every code point. */
 static void test_nfc_fast_path(void) {
@@ -272,6 +314,7 @@ int main(void) {
   test_long_inputs(tok);
   test_threads(tok);
   md_tokenizer_free(tok);
+  test_regex_limits();
   test_nfc_fast_path();
   return md_test_finish("tokenizer_api");
 }
