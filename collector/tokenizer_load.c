@@ -536,8 +536,9 @@ static md_status add_added(loader *l, json_t *item, size_t index, int32_t *next_
   a->pattern = a->normalized && tok->nfc ? md_tok_nfc_string(content, len, &a->pattern_len)
                                          : strdup(content);
   if (!a->normalized || !tok->nfc) a->pattern_len = len;
-  if (!a->pattern || !ensure_id(l, id)) return nomem(l);
-  tok->n_added++;
+  if (!a->pattern) return nomem(l);
+  tok->n_added++; /* from here on md_tokenizer_free releases the pattern */
+  if (!ensure_id(l, id)) return nomem(l);
   uint8_t flags = MD_TOK_VALID | MD_TOK_ADDED | (a->special ? MD_TOK_SPECIAL : 0);
   if (tok->flags[id] & MD_TOK_VOCAB)
     tok->flags[id] |= flags; /* decodes as the vocab entry */
