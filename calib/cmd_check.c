@@ -91,19 +91,25 @@ static int parse_options(int argc, char **argv, check_options *options) {
 
 typedef struct verdict {
   bool drift;
-  const char *why;  /* shown after the verdict */
+  char why[96];  /* shown after the verdict */
 } verdict;
 
+static verdict make_verdict(bool drift, const char *why) {
+  verdict v = {.drift = drift};
+  snprintf(v.why, sizeof v.why, "%s", why);
+  return v;
+}
+
 static verdict compare_null(double golden, double fresh) {
-  if (isnan(golden) && isnan(fresh)) return (verdict){false, "both null"};
-  if (isnan(fresh)) return (verdict){true, "null in new"};
-  return (verdict){true, "null in golden"};
+  if (isnan(golden) && isnan(fresh)) return make_verdict(false, "both null");
+  if (isnan(fresh)) return make_verdict(true, "null in new");
+  return make_verdict(true, "null in golden");
 }
 
 static verdict compare_relative(double golden, double fresh, double rtol) {
   if (isnan(golden) || isnan(fresh)) return compare_null(golden, fresh);
   bool drift = fabs(fresh - golden) > rtol * fabs(golden);
-  return (verdict){drift, drift ? "relative change above rtol" : ""};
+  return make_verdict(drift, drift ? "relative change above rtol" : "");
 }
 
 /* The golden interval widened by rtol; a null bound is open. */
@@ -113,9 +119,11 @@ static verdict compare_half_life(const md_config_read_region *golden, double fre
   if (isnan(ci[0]) && isnan(ci[1])) return compare_relative(golden->half_life, fresh, rtol);
   double lower = isnan(ci[0]) ? 0.0 : ci[0] * (1.0 - rtol);
   double upper = isnan(ci[1]) ? INFINITY : ci[1] * (1.0 + rtol);
-  if (fresh < lower) return (verdict){true, "below the widened golden interval"};
-  if (fresh > upper) return (verdict){true, "above the widened golden interval"};
-  return (verdict){false, ""};
+  if (fresh >= lower && fresh <= upper) return make_verdict(false, "");
+  verdict v = {.drift = true};
+  snprintf(v.why, sizeof v.why, "%s the widened golden interval [%.6g, %.6g]",
+           fresh < lower ? "below" : "above", lower, upper);
+  return v;
 }
 
 /* ---- the table ------------------------------------------------------------ */
@@ -174,7 +182,7 @@ static void compare_region(tally *t, const md_config_read_region *golden,
   bool pin_changed = golden->pinned != fresh->pinned;
   print_row(t, golden->name, "pinned", golden->pinned ? "true" : "false",
             fresh->pinned ? "true" : "false", NAN,
-            (verdict){pin_changed, pin_changed ? "pinning changed" : ""});
+            make_verdict(pin_changed, pin_changed ? "pinning changed" : ""));
 }
 
 static const md_config_read_region *find_region(const md_config_summary *config,
@@ -193,13 +201,13 @@ static void compare_configs(tally *t, const md_config_summary *golden,
       compare_region(t, &golden->regions[i], match, rtol);
     } else {
       print_row(t, golden->regions[i].name, "region", "present", "missing", NAN,
-                (verdict){true, "region missing in new"});
+                make_verdict(true, "region missing in new"));
     }
   }
   for (size_t i = 0; i < fresh->n_regions; i++) {
     if (!find_region(golden, fresh->regions[i].name)) {
       print_row(t, fresh->regions[i].name, "region", "missing", "present", NAN,
-                (verdict){true, "region missing in golden"});
+                make_verdict(true, "region missing in golden"));
     }
   }
   if (!isnan(golden->alpha) || !isnan(fresh->alpha)) {

@@ -398,8 +398,8 @@ static bool feed(csv_reader *r, struct csv_parser *parser, const char *data, siz
     if (csv_parse(parser, data, len, on_field, on_row, r) != len && r->status == MD_OK) {
       r->status = md_fail(r->err, MD_E_FORMAT,
                           "%s:%zu:%zu: malformed quoting (a quote inside an unquoted field, or "
-                          "text after a closing quote): %s",
-                          r->path, r->line, r->field + 1, csv_strerror(csv_error(parser)));
+                          "text after a closing quote)",
+                          r->path, r->line, r->field + 1);
     }
     if (r->status != MD_OK) return false;
     if (newline) r->line++;
