@@ -23,11 +23,7 @@ md_status md_error_prefix(md_error *err, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   char joined[MD_ERROR_MESSAGE_MAX];
-  /* A message that no longer fits is cut at the end (the place at fault
-   * comes first, so it survives). */
-  if (snprintf(joined, sizeof joined, "%s: %s", prefix, err->message) >= (int)sizeof joined) {
-    joined[sizeof joined - 1] = '\0';
-  }
+  snprintf(joined, sizeof joined, "%s: %s", prefix, err->message);
   memcpy(err->message, joined, sizeof joined);
   return err->status;
 }
