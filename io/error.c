@@ -22,9 +22,14 @@ md_status md_error_prefix(md_error *err, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  char joined[MD_ERROR_MESSAGE_MAX];
+  /* Room for both parts, then cut to the message size: a long prefix must
+   * not trip -Wformat-truncation, and the message stays NUL-terminated. */
+  char joined[2 * MD_ERROR_MESSAGE_MAX + 2];
   snprintf(joined, sizeof joined, "%s: %s", prefix, err->message);
-  memcpy(err->message, joined, sizeof joined);
+  size_t len = strlen(joined);
+  if (len >= sizeof err->message) len = sizeof err->message - 1;
+  memcpy(err->message, joined, len);
+  err->message[len] = '\0';
   return err->status;
 }
 
