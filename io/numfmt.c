@@ -9,7 +9,12 @@
 const char *md_format_shortest(char out[MD_NUMBER_TEXT_MAX], double value) {
   out[0] = '\0';
   if (!isfinite(value)) return out;
-  for (int precision = 1; precision <= 17; precision++) {
+  /* %g turns to exponent form once the exponent reaches the precision; keep
+   * plain digits for values up to 1e17 (30, not 3e+01). */
+  int min_precision = 1;
+  double magnitude = fabs(value);
+  if (magnitude >= 1.0 && magnitude < 1e17) min_precision = (int)floor(log10(magnitude)) + 1;
+  for (int precision = min_precision; precision <= 17; precision++) {
     snprintf(out, MD_NUMBER_TEXT_MAX, "%.*g", precision, value);
     if (strtod(out, NULL) == value) break;
   }

@@ -27,6 +27,11 @@ static void test_shortest(void) {
   CHECK(!strcmp(md_format_shortest(text, 0.9), "0.9"));
   CHECK(!strcmp(md_format_shortest(text, 0.1 + 0.2), "0.30000000000000004"));
   CHECK(!strcmp(md_format_shortest(text, 165.0), "165"));
+  CHECK(!strcmp(md_format_shortest(text, 30.0), "30"));
+  CHECK(!strcmp(md_format_shortest(text, 1000000.0), "1000000"));
+  CHECK(!strcmp(md_format_shortest(text, 730000.5), "730000.5"));
+  CHECK(!strcmp(md_format_shortest(text, 1e20), "1e+20"));
+  CHECK(!strcmp(md_format_shortest(text, 0.0001), "0.0001"));
   CHECK(!strcmp(md_format_shortest(text, 1e-300), "1e-300"));
   CHECK(!strcmp(md_format_shortest(text, NAN), ""));
   CHECK(!strcmp(md_format_shortest(text, INFINITY), ""));
