@@ -108,11 +108,6 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static bool has_plot_extension(const char *path) {
-  const char *dot = strrchr(path, '.');
-  return dot && (!strcmp(dot, ".png") || !strcmp(dot, ".svg") || !strcmp(dot, ".pdf"));
-}
-
 /* Handles one option; returns -1 to go on, or an exit code. */
 static int take_option(int code, const char *value, const char *arg, fit_options *options) {
   switch (code) {
@@ -139,12 +134,14 @@ static int take_option(int code, const char *value, const char *arg, fit_options
       return -1;
     case OPT_PRIORS: options->priors_path = value; return -1;
     case OPT_KM_CSV: options->km_csv = value; return -1;
-    case OPT_PLOT:
-      if (!has_plot_extension(value)) {
-        return md_cli_usage_error("fit", "--plot file must end in .png, .svg or .pdf: '%s'", value);
+    case OPT_PLOT: {
+      md_error err = {0};
+      if (md_plot_check_path(value, &err) != MD_OK) {
+        return md_cli_usage_error("fit", "--plot: %s", err.message);
       }
       options->plot = value;
       return -1;
+    }
     case OPT_PLOT_LOG_TIME: options->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: options->reproducible = true; return -1;
     case 'q': options->quiet = true; return -1;
@@ -210,11 +207,14 @@ static md_status draw_plot(const md_fit_results *results, const fit_options *opt
         .lambda = estimable ? fit->exponential.lambda : NAN,
         .half_life = estimable ? md_half_life(fit->exponential.lambda) : NAN,
         .pinned = fit->pinned,
+        .half_life_ci = {estimable ? md_half_life(fit->exponential.lambda_ci_wald[1]) : NAN,
+                         estimable ? md_half_life(fit->exponential.lambda_ci_wald[0]) : NAN},
     };
   }
   md_plot_request request = {.survival = series,
                              .n_survival = results->n_regions,
-                             .log_time = options->plot_log_time};
+                             .log_time = options->plot_log_time,
+                             .censor_marks = true};
   md_status status = md_plot_write(options->plot, &request, err);
   free(series);
   return status;
