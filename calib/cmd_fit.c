@@ -207,9 +207,8 @@ static md_status draw_plot(const md_fit_results *results, const fit_options *opt
         .lambda = estimable ? fit->exponential.lambda : NAN,
         .half_life = estimable ? md_half_life(fit->exponential.lambda) : NAN,
         .pinned = fit->pinned,
-        .half_life_ci = {estimable ? md_half_life(fit->exponential.lambda_ci_wald[1]) : NAN,
-                         estimable ? md_half_life(fit->exponential.lambda_ci_wald[0]) : NAN},
     };
+    if (estimable) md_half_life_ci(fit->exponential.lambda_ci_wald, series[i].half_life_ci);
   }
   md_plot_request request = {.survival = series,
                              .n_survival = results->n_regions,

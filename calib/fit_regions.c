@@ -67,15 +67,13 @@ static md_status fit_weibull_part(md_region_fit *fit, const md_fit_settings *set
     return soft_failure(status, &local, fit->name, "the Weibull fit", warnings, err);
   }
   if (fit->weibull.estimable) return MD_OK;
-  if (fit->totals.distinct_event_times < 2) {
-    return md_warnings_add(warnings, err,
-                           "regions.%s: events at fewer than 2 distinct times: the Weibull fit "
-                           "cannot be estimated",
-                           fit->name);
+  const char *reason = fit->weibull.reason;
+  if (!reason) {
+    reason = fit->totals.distinct_event_times < 2 ? "events at fewer than 2 distinct times"
+                                                   : "no convergence";
   }
-  return md_warnings_add(warnings, err,
-                         "regions.%s: the Weibull fit did not converge (%d iterations)",
-                         fit->name, fit->weibull.iterations);
+  return md_warnings_add(warnings, err, "regions.%s: the Weibull fit cannot be estimated: %s",
+                         fit->name, reason);
 }
 
 static md_status fit_km_part(md_region_fit *fit, const md_fit_settings *settings,
@@ -160,6 +158,36 @@ static md_status warn_unused_names(const md_events *events, const md_fit_setting
 
 /* ---- tests between regions ------------------------------------------------ */
 
+/* The overall test over every region, then each pair alone (as survdiff on
+ * the pair's rows). */
+static md_status run_pairwise(md_fit_results *results, const md_surv_table *tables,
+                              md_error *err) {
+  size_t n = results->n_regions;
+  double *chisq = malloc(n * n * sizeof *chisq);
+  double *p_value = malloc(n * n * sizeof *p_value);
+  results->pairwise = calloc(n * (n - 1) / 2, sizeof *results->pairwise);
+  md_status status = MD_OK;
+  if (!chisq || !p_value || !results->pairwise) {
+    status = md_fail(err, MD_E_NOMEM, "out of memory for the log-rank tests");
+  } else {
+    status = md_logrank_pairwise(tables, n, chisq, p_value, err);
+  }
+  for (size_t i = 0; i < n && status == MD_OK; i++) {
+    for (size_t j = i + 1; j < n; j++) {
+      /* Two groups: 1 df when the test exists (NaN marks one that does not). */
+      results->pairwise[results->n_pairs++] = (md_config_logrank){
+          .regions = {results->regions[i].name, results->regions[j].name},
+          .statistic = chisq[i * n + j],
+          .df = isnan(chisq[i * n + j]) ? 0 : 1,
+          .p = p_value[i * n + j],
+      };
+    }
+  }
+  free(chisq);
+  free(p_value);
+  return status;
+}
+
 static md_status run_tests(md_fit_results *results, md_error *err) {
   size_t n = results->n_regions;
   if (n < 2) {
@@ -167,36 +195,19 @@ static md_status run_tests(md_fit_results *results, md_error *err) {
                            "tests.logrank: only one region, nothing to compare");
   }
   md_surv_table *tables = malloc(n * sizeof *tables);
-  results->pairwise = calloc(n * (n - 1) / 2, sizeof *results->pairwise);
-  if (!tables || !results->pairwise) {
-    free(tables);
-    return md_fail(err, MD_E_NOMEM, "out of memory for the log-rank tests");
-  }
+  if (!tables) return md_fail(err, MD_E_NOMEM, "out of memory for the log-rank tests");
   for (size_t i = 0; i < n; i++) tables[i] = results->regions[i].table;
   md_status status = md_logrank(tables, n, &results->overall, err);
   results->have_overall = status == MD_OK;
-  for (size_t i = 0; i < n && status == MD_OK; i++) {
-    for (size_t j = i + 1; j < n && status == MD_OK; j++) {
-      md_surv_table pair[2] = {tables[i], tables[j]};
-      md_logrank_result test;
-      status = md_logrank(pair, 2, &test, err);
-      if (status != MD_OK) break;
-      results->pairwise[results->n_pairs++] = (md_config_logrank){
-          .regions = {results->regions[i].name, results->regions[j].name},
-          .statistic = test.chisq,
-          .df = test.df,
-          .p = test.p_value,
-      };
-      md_logrank_result_free(&test);
-    }
-  }
+  if (status == MD_OK) status = run_pairwise(results, tables, err);
   free(tables);
   if (status != MD_OK) return md_error_prefix(err, "log-rank test");
-  if (results->overall.df == 0) {
-    status = md_warnings_add(&results->warnings, err,
-                             "tests.logrank: no region has both events and variance: no test");
+  if (!results->overall.estimable) {
+    return md_warnings_add(&results->warnings, err, "tests.logrank: no overall test: %s",
+                           results->overall.reason ? results->overall.reason
+                                                   : "no region has events");
   }
-  return status;
+  return MD_OK;
 }
 
 /* ---- the whole fit -------------------------------------------------------- */
@@ -288,9 +299,8 @@ static void map_region(const md_region_fit *fit, const md_fit_settings *settings
   out->base_priority_source = fit->base_priority_source;
   out->lambda = exponential->estimable ? exponential->lambda : NAN;
   out->half_life = exponential->estimable ? md_half_life(exponential->lambda) : NAN;
-  /* A longer half-life is a smaller rate: the bounds swap. */
-  out->half_life_ci[0] = exponential->estimable ? md_half_life(exponential->lambda_ci_wald[1]) : NAN;
-  out->half_life_ci[1] = exponential->estimable ? md_half_life(exponential->lambda_ci_wald[0]) : NAN;
+  out->half_life_ci[0] = out->half_life_ci[1] = NAN;
+  if (exponential->estimable) md_half_life_ci(exponential->lambda_ci_wald, out->half_life_ci);
   out->fit.n = (size_t)fit->totals.rows;
   out->fit.weight = fit->totals.weight;
   out->fit.events = fit->totals.events;
@@ -324,9 +334,9 @@ md_status md_fit_config(const md_fit_results *results, const md_fit_settings *se
       .present = true,
       .n_regions = n,
       .regions = storage->test_regions,
-      .overall = {.statistic = results->have_overall ? results->overall.chisq : NAN,
+      .overall = {.statistic = results->overall.estimable ? results->overall.chisq : NAN,
                   .df = results->have_overall ? results->overall.df : 0,
-                  .p = results->have_overall ? results->overall.p_value : NAN},
+                  .p = results->overall.estimable ? results->overall.p_value : NAN},
       .n_pairwise = results->n_pairs,
       .pairwise = results->pairwise,
   };
@@ -382,8 +392,8 @@ void md_fit_print_table(FILE *out, const md_fit_results *results, double level) 
   for (size_t i = 0; i < results->n_regions; i++) {
     const md_region_fit *fit = &results->regions[i];
     char events[32], half_life[128], shape[32], median[128];
-    double half_life_ci[2] = {md_half_life(fit->exponential.lambda_ci_wald[1]),
-                              md_half_life(fit->exponential.lambda_ci_wald[0])};
+    double half_life_ci[2];
+    md_half_life_ci(fit->exponential.lambda_ci_wald, half_life_ci);
     double center = fit->exponential.estimable ? md_half_life(fit->exponential.lambda) : NAN;
     fprintf(out, "%-*s %9.0f %10s  %-28s %7s  %s%s\n", width, fit->name, fit->totals.rows,
             number(events, sizeof events, "%.0f", fit->totals.events),
@@ -392,7 +402,7 @@ void md_fit_print_table(FILE *out, const md_fit_results *results, double level) 
             with_interval(median, sizeof median, "%g", fit->km.median, fit->km.median_ci),
             fit->pinned ? "  (pinned)" : "");
   }
-  if (results->have_overall) {
+  if (results->overall.estimable) {
     char p[32];
     fprintf(out, "log-rank, %zu regions: chi-square %.1f on %d df, %s\n", results->n_regions,
             results->overall.chisq, results->overall.df,
