@@ -42,6 +42,7 @@ rss_mib=$(( $2 / 1024 ))
 awk -v rows="$big_rows" -v s="$seconds" -v rss="$rss_mib" -v mb="$big_mb" 'BEGIN {
   printf "fit, %d rows (%d MiB CSV), 1 core: %.2f s, %.2f M rows/s, %.0f MiB/s, peak RSS %d MiB\n",
          rows, mb, s, rows / s / 1e6, mb / s, rss
+  if (rows < 9999000) printf "  (the targets are for 10 million rows)\n"
   printf "  target < 10 s: %s (%.2fx of the limit)\n", s < 10 ? "met" : "MISSED", s / 10
   printf "  target < 1 GiB: %s (%.2fx of the limit)\n", rss < 1024 ? "met" : "MISSED", rss / 1024
 }'
@@ -70,6 +71,8 @@ theirs=$(OMP_NUM_THREADS=1 taskset -c 0 Rscript "$work/bench.R" "$work/1m.csv")
 awk -v rows="$small_rows" -v ours="$ours" -v theirs="$theirs" 'BEGIN {
   printf "same work on %d rows, 1 core: fit %.2f s, R (read.csv + survreg x2 + survfit) %.2f s\n",
          rows, ours, theirs
-  ratio = theirs / (ours > 0.005 ? ours : 0.005)
-  printf "  speed-up %.1fx, target >= 10x: %s\n", ratio, ratio >= 10 ? "met" : "MISSED"
+  denominator = ours
+  if (denominator < 0.005) denominator = 0.005
+  ratio = theirs / denominator
+  printf "  speed-up %.1fx, target >= 10x: %s\n", ratio, (ratio >= 10 ? "met" : "MISSED")
 }'
