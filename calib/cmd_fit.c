@@ -310,12 +310,13 @@ static int run(fit_options *options, md_priors *priors) {
   }
   md_fit_results results;
   md_status status = md_fit_all(&events, &options->settings, &results, &err);
+  bool fitted = status == MD_OK;
   char *json = NULL;
-  if (status == MD_OK) status = build_json(&results, options, &events, &json, &err);
+  if (fitted) status = build_json(&results, options, &events, &json, &err);
   int exit_code = status == MD_OK ? write_outputs(&results, options, json) : md_cli_report(&err);
   if (exit_code == MD_EXIT_OK) report(&results, options);
   free(json);
-  if (status == MD_OK) md_fit_results_free(&results);
+  if (fitted) md_fit_results_free(&results);
   md_events_free(&events);
   return exit_code;
 }

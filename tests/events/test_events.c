@@ -141,6 +141,23 @@ static void test_long_file_line_numbers(void) {
   unlink(path);
 }
 
+/* A quoted field spanning lines (CRLF inside) still leaves later line
+ * numbers physical: the bad value is on line 5. */
+static void test_line_numbers_after_quoted_newlines(void) {
+  char path[] = "/tmp/md-events-quoted-XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  FILE *fp = fdopen(fd, "w");
+  fputs("region,note,time,event\r\nsystem,\"two\r\nlines\",1,1\r\n\r\nplan,\"x\",oops,1\r\n", fp);
+  fclose(fp);
+  md_events events;
+  md_error err = {0};
+  const char *paths[] = {path};
+  CHECK(md_events_read(&events, paths, 1, &err) == MD_E_FORMAT);
+  CHECK_MSG(strstr(err.message, ":5:3: 'time' is not a number: \"oops\"") != NULL, "%s", err.message);
+  unlink(path);
+}
+
 static void test_region_names(void) {
   CHECK(md_region_name_valid("tool_out", 8));
   CHECK(md_region_name_valid("r2d2", 4));
@@ -163,6 +180,7 @@ int main(void) {
   test_merge_materialises_columns();
   test_header_only();
   test_long_file_line_numbers();
+  test_line_numbers_after_quoted_newlines();
   test_region_names();
   return md_test_finish("events_reader");
 }
