@@ -21,16 +21,36 @@ typedef struct md_surv_data {
  * summed) and sorted by time, then event (events first), then entry. Every
  * estimator in fit/ gives identical results on the compressed form, which is
  * typically a few thousand rows for millions of tokens (times are integer
- * decode steps). Owns its arrays. */
+ * decode steps). Owns its arrays.
+ *
+ * Rows are identical when their values are bit-for-bit equal (entry 0 and
+ * -0 are the same); unlike R's survival (timefix = TRUE, aeqSurv), times
+ * that differ by rounding error are not merged. */
 typedef struct md_surv_table {
-  size_t n;
-  double *time;
-  uint8_t *event;
-  double *entry;   /* always allocated (0 where there was no entry) */
-  double *weight;  /* always allocated */
+  size_t n;        /* distinct rows */
+  double *time;    /* [n] */
+  uint8_t *event;  /* [n] */
+  double *entry;   /* [n] always allocated (0 where there was no entry) */
+  double *weight;  /* [n] always allocated; sum of the merged rows' weights */
   int has_entry;   /* any entry > 0 */
+  size_t n_input;  /* rows of the md_surv_data it was built from */
+  /* When md_surv_table_build returns MD_E_INVALID for a bad row: that row's
+   * 0-based index (the message says what is wrong); SIZE_MAX otherwise. */
+  size_t invalid_row;
 } md_surv_table;
 
+/* Validates every row (finite time > entry >= 0, event 0 or 1, finite
+ * weight > 0; at least one row) and compresses. Errors: MD_E_INVALID (a bad
+ * row, see invalid_row; or no rows), MD_E_NOMEM. On error the table holds no
+ * arrays, and md_surv_table_free on it is still safe.
+ *
+ * Method: identical rows are first aggregated in a hash table that stays
+ * small when few distinct values occur (integer decode steps); if the rows
+ * turn out to be mostly distinct, all of them are sorted instead by an LSD
+ * radix sort on the bits of (time, event, entry) and merged. Either way the
+ * cost is O(n) and the weights of identical rows are summed in input order.
+ * Transient memory: a few bytes per row on the first path, 48 bytes per row
+ * on the second. */
 md_status md_surv_table_build(const md_surv_data *data, md_surv_table *table, md_error *err);
 void md_surv_table_free(md_surv_table *table);
 

@@ -1,0 +1,239 @@
+/* Log-rank test among groups, following R survival's survdiff (C routine
+ * survdiff2 with rho = 0) with weighted counts and left-truncated risk sets. */
+#include "fit/logrank.h"
+
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_linalg.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fit/risk_set.h"
+
+void md_logrank_result_free(md_logrank_result *result) {
+  if (!result) return;
+  free(result->observed);
+  free(result->expected);
+  free(result->variance);
+  memset(result, 0, sizeof *result);
+}
+
+/* The latest event time of `table` before row `*row` (rows are sorted by
+ * time), moving *row to it; false when there is none. */
+static bool previous_event_time(const md_surv_table *table, size_t *row, double *time) {
+  while (*row > 0) {
+    size_t i = --*row;
+    if (table->event[i]) {
+      *time = table->time[i];
+      while (*row > 0 && table->time[*row - 1] == *time) --*row;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Adds one event time's terms to E and V; at_risk[] and events[] per group. */
+static void accumulate_time(md_logrank_result *r, const double *at_risk, const double *events) {
+  size_t G = r->n_groups;
+  double n = 0.0, d = 0.0;
+  for (size_t k = 0; k < G; k++) {
+    n += at_risk[k];
+    d += events[k];
+  }
+  if (d <= 0.0) return;
+  for (size_t k = 0; k < G; k++) r->expected[k] += d * at_risk[k] / n;
+  if (n <= 1.0) return; /* one subject at risk: no variance */
+  double factor = d * (n - d) / (n * (n - 1.0));
+  for (size_t j = 0; j < G; j++) {
+    double term = factor * at_risk[j];
+    for (size_t k = 0; k < G; k++) r->variance[j * G + k] += term * ((j == k) - at_risk[k] / n);
+  }
+}
+
+/* Walks the distinct event times of all groups from the latest, merging
+ * the groups' own (sorted) event times, and accumulates O, E and V. */
+static md_status sweep_groups(md_risk_sweep *sweeps, md_logrank_result *r, md_error *err) {
+  size_t G = r->n_groups;
+  size_t *row = malloc(G * sizeof *row);
+  double *next_time = malloc(G * sizeof *next_time);
+  double *at_risk = malloc(G * sizeof *at_risk), *events = malloc(G * sizeof *events);
+  bool *has_next = malloc(G * sizeof *has_next);
+  md_status status = MD_OK;
+  if (!row || !next_time || !at_risk || !events || !has_next) {
+    status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  } else {
+    for (size_t k = 0; k < G; k++) {
+      md_risk_sweep_reset(&sweeps[k]);
+      row[k] = sweeps[k].table->n;
+      has_next[k] = previous_event_time(sweeps[k].table, &row[k], &next_time[k]);
+    }
+    for (;;) {
+      double t = -INFINITY;
+      for (size_t k = 0; k < G; k++)
+        if (has_next[k] && next_time[k] > t) t = next_time[k];
+      if (t == -INFINITY) break;
+      for (size_t k = 0; k < G; k++) {
+        at_risk[k] = md_risk_sweep_to(&sweeps[k], t, &events[k], NULL);
+        r->observed[k] += events[k];
+        if (has_next[k] && next_time[k] == t)
+          has_next[k] = previous_event_time(sweeps[k].table, &row[k], &next_time[k]);
+      }
+      accumulate_time(r, at_risk, events);
+    }
+  }
+  free(row);
+  free(next_time);
+  free(at_risk);
+  free(events);
+  free(has_next);
+  return status;
+}
+
+static void not_estimable(md_logrank_result *r, double chisq, const char *reason) {
+  r->chisq = chisq;
+  r->p_value = NAN;
+  r->estimable = false;
+  r->reason = reason;
+}
+
+/* survdiff: keep groups with E > 0, drop the first of them, and solve
+ * V x = O - E on the rest; chisq = (O - E)' x. The solve goes through
+ * gsl_linalg's LU with the pivots checked first (a singular V would make
+ * GSL call its global error handler). */
+static md_status chi_square(md_logrank_result *r, md_error *err) {
+  size_t G = r->n_groups, *kept = malloc(G * sizeof *kept), n_kept = 0;
+  if (!kept) return md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  for (size_t k = 0; k < G; k++)
+    if (r->expected[k] > 0.0) kept[n_kept++] = k;
+  r->df = n_kept > 1 ? (int)n_kept - 1 : 0;
+  if (n_kept < 2) {
+    free(kept);
+    not_estimable(r, 0.0, "fewer than two groups have expected events");
+    return MD_OK;
+  }
+  size_t m = n_kept - 1;
+  gsl_matrix *v = gsl_matrix_alloc(m, m);
+  gsl_vector *diff = gsl_vector_alloc(m), *x = gsl_vector_alloc(m);
+  gsl_permutation *perm = gsl_permutation_alloc(m);
+  md_status status = MD_OK;
+  if (!v || !diff || !x || !perm) {
+    status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  } else {
+    double largest = 0.0;
+    for (size_t i = 0; i < m; i++) {
+      size_t gi = kept[i + 1];
+      gsl_vector_set(diff, i, r->observed[gi] - r->expected[gi]);
+      for (size_t j = 0; j < m; j++) {
+        double vij = r->variance[gi * G + kept[j + 1]];
+        gsl_matrix_set(v, i, j, vij);
+        largest = fmax(largest, fabs(vij));
+      }
+    }
+    int signum;
+    gsl_linalg_LU_decomp(v, perm, &signum);
+    bool singular = !(largest > 0.0);
+    for (size_t i = 0; i < m; i++)
+      if (!(fabs(gsl_matrix_get(v, i, i)) > 1e-12 * largest)) singular = true;
+    if (singular) {
+      not_estimable(r, NAN, "the variance matrix of O - E is singular");
+    } else {
+      gsl_linalg_LU_solve(v, perm, diff, x);
+      double chisq = 0.0;
+      gsl_blas_ddot(diff, x, &chisq);
+      r->chisq = chisq;
+      r->p_value = gsl_cdf_chisq_Q(chisq, (double)r->df);
+      r->estimable = true;
+      r->reason = NULL;
+    }
+  }
+  gsl_matrix_free(v);
+  gsl_vector_free(diff);
+  gsl_vector_free(x);
+  gsl_permutation_free(perm);
+  free(kept);
+  return status;
+}
+
+static md_status check_groups(const md_surv_table *groups, size_t n_groups, md_error *err) {
+  if (!groups || n_groups < 2)
+    return md_fail(err, MD_E_INVALID, "log-rank test: needs at least 2 groups, got %zu", n_groups);
+  for (size_t k = 0; k < n_groups; k++)
+    if (groups[k].n == 0) return md_fail(err, MD_E_INVALID, "log-rank test: group %zu is empty", k);
+  return MD_OK;
+}
+
+/* The risk-set sweeps of all groups, prepared once (entries sorted). */
+static md_status prepare_sweeps(const md_surv_table *groups, size_t n_groups,
+                                md_risk_sweep **sweeps, md_error *err) {
+  *sweeps = calloc(n_groups, sizeof **sweeps);
+  if (!*sweeps) return md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  for (size_t k = 0; k < n_groups; k++) {
+    md_status status = md_risk_sweep_init(&groups[k], &(*sweeps)[k], err);
+    if (status != MD_OK) return status;
+  }
+  return MD_OK;
+}
+
+static void free_sweeps(md_risk_sweep *sweeps, size_t n_groups) {
+  for (size_t k = 0; sweeps && k < n_groups; k++) md_risk_sweep_free(&sweeps[k]);
+  free(sweeps);
+}
+
+/* One test among the groups whose sweeps are given. */
+static md_status run_test(md_risk_sweep *sweeps, size_t n_groups, md_logrank_result *result,
+                          md_error *err) {
+  memset(result, 0, sizeof *result);
+  result->n_groups = n_groups;
+  result->observed = calloc(n_groups, sizeof(double));
+  result->expected = calloc(n_groups, sizeof(double));
+  result->variance = calloc(n_groups * n_groups, sizeof(double));
+  md_status status = MD_OK;
+  if (!result->observed || !result->expected || !result->variance)
+    status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  if (status == MD_OK) status = sweep_groups(sweeps, result, err);
+  if (status == MD_OK) status = chi_square(result, err);
+  if (status != MD_OK) md_logrank_result_free(result);
+  return status;
+}
+
+md_status md_logrank(const md_surv_table *groups, size_t n_groups, md_logrank_result *result,
+                     md_error *err) {
+  if (!result) return md_fail(err, MD_E_INVALID, "log-rank test: no result to fill");
+  memset(result, 0, sizeof *result);
+  md_status status = check_groups(groups, n_groups, err);
+  if (status != MD_OK) return status;
+  md_risk_sweep *sweeps = NULL;
+  status = prepare_sweeps(groups, n_groups, &sweeps, err);
+  if (status == MD_OK) status = run_test(sweeps, n_groups, result, err);
+  free_sweeps(sweeps, n_groups);
+  return status;
+}
+
+static void set_pair(double *matrix, size_t n_groups, size_t i, size_t j, double value) {
+  if (!matrix) return;
+  matrix[i * n_groups + j] = matrix[j * n_groups + i] = value;
+}
+
+md_status md_logrank_pairwise(const md_surv_table *groups, size_t n_groups, double *chisq,
+                              double *p_value, md_error *err) {
+  md_status status = check_groups(groups, n_groups, err);
+  if (status != MD_OK) return status;
+  md_risk_sweep *sweeps = NULL;
+  status = prepare_sweeps(groups, n_groups, &sweeps, err);
+  for (size_t i = 0; status == MD_OK && i < n_groups; i++) {
+    set_pair(chisq, n_groups, i, i, NAN);
+    set_pair(p_value, n_groups, i, i, NAN);
+    for (size_t j = i + 1; status == MD_OK && j < n_groups; j++) {
+      md_risk_sweep pair[2] = {sweeps[i], sweeps[j]};
+      md_logrank_result result;
+      status = run_test(pair, 2, &result, err);
+      if (status != MD_OK) break;
+      set_pair(chisq, n_groups, i, j, result.estimable ? result.chisq : NAN);
+      set_pair(p_value, n_groups, i, j, result.estimable ? result.p_value : NAN);
+      md_logrank_result_free(&result);
+    }
+  }
+  free_sweeps(sweeps, n_groups);
+  return status;
+}
