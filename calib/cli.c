@@ -22,6 +22,11 @@ int md_cli_report(const md_error *err) {
   return MD_EXIT_FAILURE;
 }
 
+int md_cli_report_input(const md_error *err) {
+  int exit_code = md_cli_report(err);
+  return err->status == MD_E_NOMEM ? exit_code : MD_EXIT_INPUT;
+}
+
 int md_cli_usage_error(const char *command, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -21,6 +21,11 @@ enum {
  * that matches the error's status. */
 int md_cli_report(const md_error *err);
 
+/* As md_cli_report, for errors met while reading the inputs: a file that is
+ * missing, unreadable or malformed is invalid input (MD_EXIT_INPUT); only
+ * running out of memory is a failure of the run. */
+int md_cli_report_input(const md_error *err);
+
 /* Prints "memdecay-calibrate <command>: <message>" plus a hint to run
  * --help, and returns MD_EXIT_INPUT. */
 int md_cli_usage_error(const char *command, const char *fmt, ...)

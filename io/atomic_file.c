@@ -1,6 +1,8 @@
 #include "io/atomic_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,8 +19,27 @@ static char *temp_name_for(const char *path) {
   return name;
 }
 
+/* Targets such as /dev/null or a FIFO cannot be replaced by rename. */
+static bool is_special_file(const char *path) {
+  struct stat info;
+  return stat(path, &info) == 0 && !S_ISREG(info.st_mode) && !S_ISDIR(info.st_mode);
+}
+
+static md_status open_direct(md_atomic_file *file, const char *path, md_error *err) {
+  file->final_path = strdup(path);
+  if (!file->final_path) return md_fail(err, MD_E_NOMEM, "%s: out of memory", path);
+  file->fp = fopen(path, "wb");
+  if (!file->fp) {
+    int saved = errno;
+    md_atomic_abort(file);
+    return md_fail(err, MD_E_IO, "%s: %s", path, strerror(saved));
+  }
+  return MD_OK;
+}
+
 md_status md_atomic_open(md_atomic_file *file, const char *path, md_error *err) {
   memset(file, 0, sizeof *file);
+  if (is_special_file(path)) return open_direct(file, path, err);
   file->final_path = strdup(path);
   file->temp_path = temp_name_for(path);
   if (!file->final_path || !file->temp_path) {
@@ -51,7 +72,21 @@ static void release(md_atomic_file *file) {
   file->fp = NULL;
 }
 
+static md_status commit_direct(md_atomic_file *file, md_error *err) {
+  int failed = fflush(file->fp) != 0 || ferror(file->fp);
+  int saved = errno;
+  if (fclose(file->fp) != 0 && !failed) {
+    failed = 1;
+    saved = errno;
+  }
+  file->fp = NULL;
+  if (failed) md_fail(err, MD_E_IO, "%s: write failed: %s", file->final_path, strerror(saved));
+  release(file);
+  return failed ? MD_E_IO : MD_OK;
+}
+
 md_status md_atomic_commit(md_atomic_file *file, md_error *err) {
+  if (!file->temp_path) return commit_direct(file, err);
   const char *what = NULL;
   int saved = 0;
   if (fflush(file->fp) != 0 || ferror(file->fp)) {

@@ -11,11 +11,13 @@
 typedef struct md_atomic_file {
   FILE *fp;         /* write here */
   char *final_path; /* the name the file gets on commit */
-  char *temp_path;  /* "<dir>/.<name>.XXXXXX", unlinked on abort */
+  char *temp_path;  /* "<dir>/.<name>.XXXXXX", unlinked on abort; NULL when direct */
 } md_atomic_file;
 
 /* Creates the temporary file in the target's directory (same file system,
- * so rename(2) is atomic). */
+ * so rename(2) is atomic). A target that exists and is not a regular file
+ * (/dev/null, /dev/stdout, a FIFO) is written directly instead: renaming
+ * over it would replace the device or pipe with a plain file. */
 md_status md_atomic_open(md_atomic_file *file, const char *path, md_error *err);
 
 /* Flushes, fsyncs, closes and renames into place. On failure the temporary

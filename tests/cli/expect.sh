@@ -2,7 +2,8 @@
 # Runs a command and checks how it ended. Used by the CLI tests in meson.
 #
 #   expect.sh [--exit N] [--stderr REGEX] [--stdout REGEX] [--absent FILE]...
-#             [--unchanged FILE]... [--cd DIR] -- COMMAND [ARGS...]
+#             [--unchanged FILE]... [--no-temp DIR]... [--remove FILE]...
+#             [--copy SRC DST]... [--cd DIR] -- COMMAND [ARGS...]
 #
 # --exit N        required exit status (default 0)
 # --stderr REGEX  extended regex that stderr must match
@@ -10,6 +11,10 @@
 # --absent FILE   FILE must not exist afterwards (no partial output)
 # --unchanged F   F's bytes must be the same before and after (no damage)
 # --no-temp DIR   DIR must hold no leftover temporary ".name.XXXXXX" files
+# --remove FILE   delete FILE before running (a fresh start for --absent)
+# --copy SRC DST  copy SRC to DST before running (an existing output that
+#                 --unchanged DST then guards); both happen before --unchanged
+#                 takes its snapshot
 set -u
 want_exit=0
 stderr_re=
@@ -28,6 +33,8 @@ $2"; shift 2 ;;
 $2"; shift 2 ;;
     --no-temp) notemp="$notemp
 $2"; shift 2 ;;
+    --remove) rm -f "$2" || exit 99; shift 2 ;;
+    --copy) cp "$2" "$3" || exit 99; chmod u+w "$3" || exit 99; shift 3 ;;
     --cd) cd "$2" || exit 99; shift 2 ;;
     --) shift; break ;;
     *) echo "expect.sh: unknown option $1" >&2; exit 99 ;;

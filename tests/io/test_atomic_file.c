@@ -2,6 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "io/atomic_file.h"
 #include "tests/test_util.h"
@@ -43,6 +45,21 @@ int main(void) {
   /* A directory that does not exist is an I/O error naming the path. */
   CHECK(md_write_file_atomic("/nonexistent-dir/x.json", "x", 1, &err) == MD_E_IO);
   CHECK(strstr(err.message, "/nonexistent-dir/x.json") != NULL);
+
+  /* A FIFO (like /dev/null or /dev/stdout) is written through, never
+   * replaced by a plain file. */
+  char fifo[256];
+  snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  int reader = open(fifo, O_RDONLY | O_NONBLOCK);
+  CHECK(reader >= 0);
+  CHECK(md_write_file_atomic(fifo, "through", 7, &err) == MD_OK);
+  char got[16] = {0};
+  CHECK(read(reader, got, sizeof got - 1) == 7 && !strcmp(got, "through"));
+  close(reader);
+  struct stat info;
+  CHECK(stat(fifo, &info) == 0 && S_ISFIFO(info.st_mode));
+  unlink(fifo);
 
   unlink(path);
   rmdir(dir);

@@ -1,0 +1,77 @@
+/* The `fit` command's middle: per-region survival fits, the log-rank tests
+ * between regions, and their translation into an md_config. The estimators
+ * themselves live in fit/; this only calls them and collects warnings. */
+#ifndef MD_CALIB_FIT_REGIONS_H
+#define MD_CALIB_FIT_REGIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "fit/exponential.h"
+#include "fit/km.h"
+#include "fit/logrank.h"
+#include "fit/surv_data.h"
+#include "fit/weibull.h"
+#include "io/config.h"
+#include "io/events.h"
+#include "io/priors.h"
+#include "io/warnings.h"
+
+typedef struct md_pin_override {
+  const char *region;
+  bool pinned;
+} md_pin_override;
+
+typedef struct md_fit_settings {
+  double level;                     /* confidence level of every interval */
+  md_km_band band;
+  const md_priors *priors;          /* may be empty */
+  const md_pin_override *pins;      /* --pin / --no-pin in command-line order */
+  size_t n_pins;
+} md_fit_settings;
+
+typedef struct md_region_fit {
+  const char *name;                 /* points into md_events */
+  md_surv_table table;
+  md_surv_totals totals;
+  md_exponential_fit exponential;
+  md_weibull_fit weibull;
+  md_km_curve km;
+  bool pinned;
+  double base_priority;
+  const char *base_priority_source;
+} md_region_fit;
+
+typedef struct md_fit_results {
+  size_t n_regions;
+  md_region_fit *regions;           /* known regions in prompt order, then by name */
+  md_logrank_result overall;        /* zeroed when fewer than 2 regions */
+  bool have_overall;
+  size_t n_pairs;
+  md_config_logrank *pairwise;      /* chi-square, df, p per pair */
+  md_warnings warnings;             /* the input's warnings, then the fits' */
+} md_fit_results;
+
+/* Fits every region of `events` and runs the tests. Regions whose
+ * quantities cannot be estimated get NaN there plus a warning; only
+ * allocation failures and invalid arguments fail. */
+md_status md_fit_all(const md_events *events, const md_fit_settings *settings,
+                     md_fit_results *results, md_error *err);
+void md_fit_results_free(md_fit_results *results);
+
+/* Fills `config` (its arrays allocated in `storage`, freed with
+ * md_fit_config_free) from the results. */
+typedef struct md_fit_config_storage {
+  md_config_region *regions;
+  const char **test_regions;
+} md_fit_config_storage;
+
+md_status md_fit_config(const md_fit_results *results, const md_fit_settings *settings,
+                        md_config *config, md_fit_config_storage *storage, md_error *err);
+void md_fit_config_free(md_fit_config_storage *storage);
+
+/* The per-region table and the log-rank line, for a reader on stderr. */
+void md_fit_print_table(FILE *out, const md_fit_results *results, double level);
+
+#endif
