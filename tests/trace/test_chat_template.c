@@ -67,7 +67,7 @@ static void load_and_render(void) {
     n_episodes++;
   }
   md_trace_close(reader);
-  CHECK(n_episodes == 9);
+  CHECK(n_episodes == 10);
 }
 
 static const md_chat_prompt *prompt_of(const char *id) {
@@ -301,6 +301,31 @@ static void test_spans_tool_first_and_raw(void) {
   CHECK(p && !strcmp(p->continuation.region, "scratchpad"));
 }
 
+/* The example of memdecay-traces(5), with the regions its EXAMPLES section lists. */
+static void test_spans_man_example(void) {
+  static const piece pieces[] = {
+      {"<|im_start|>system\n", "system", 'T', 0},
+      {"You book trains.", "system", 'C', 0},
+      {"<|im_end|>\n", "system", 'T', 0},
+      {"<|im_start|>user\n", "user", 'T', 1},
+      {"Paris to Lyon, please.\n", "user", 'C', 1},
+      {"Doc 1: TGV fares start at 29 EUR.", "retrieval", 'C', 1},
+      {"<|im_end|>\n", "retrieval", 'T', 1},
+      {"<|im_start|>assistant\n", "plan", 'T', 2},
+      {"Search, then book.", "plan", 'C', 2},
+      {"\n<tool_call>\n{\"name\": \"", "tool_in", 'T', 2},
+      {"search_trains", "tool_in", 'C', 2},
+      {"\", \"arguments\": ", "tool_in", 'T', 2},
+      {"{\"from\": \"Paris\", \"max_price\": 45.0}", "tool_in", 'C', 2},
+      {"}\n</tool_call><|im_end|>\n", "tool_in", 'T', 2},
+      {"<|im_start|>user\n<tool_response>\n", "tool_out", 'T', 3},
+      {"{\"train\": \"TGV-6601\"}", "tool_out", 'C', 3},
+      {"\n</tool_response><|im_end|>\n", "tool_out", 'T', 3},
+      {"<|im_start|>assistant\n", "scratchpad", 'T', NONE},
+  };
+  check_pieces("ep-0007", pieces, sizeof pieces / sizeof pieces[0]);
+}
+
 /* ---- tokens to regions ------------------------------------------------------ */
 
 static void test_token_spans(void) {
@@ -354,6 +379,7 @@ int main(void) {
   test_spans_tools();
   test_spans_odd_turns();
   test_spans_tool_first_and_raw();
+  test_spans_man_example();
   test_token_spans();
   test_pages();
   for (size_t i = 0; i < n_episodes; i++) {

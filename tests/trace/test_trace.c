@@ -69,8 +69,8 @@ static void load_fixture(void) {
     if (status != MD_OK) break;
     if (have) n_episodes++;
   }
-  CHECK(n_episodes == 9);
-  CHECK(md_trace_reader_line(reader) == 9);
+  CHECK(n_episodes == 10);
+  CHECK(md_trace_reader_line(reader) == 10);
   md_trace_close(reader);
 }
 
