@@ -280,8 +280,9 @@ def main(argv=None):
     parser.add_argument("--tokenizer", help="a Qwen tokenizer.json, for real token counts in the summary")
     parser.add_argument("--quiet", action="store_true", help="no summary")
     args = parser.parse_args(argv)
-    if args.context < 200 or args.episodes < 1:
-        parser.error("--context must be at least 200 and --episodes at least 1")
+    if args.context < 400 or args.episodes < 1:
+        parser.error("--context must be at least 400 (the compact episodes are 380 to 530 tokens) "
+                     "and --episodes at least 1")
     rng = random.Random(args.seed)
     width = max(3, len(str(args.episodes - 1)))
     episodes = []
