@@ -134,7 +134,8 @@ md_status md_trace_open(const char *path, const md_trace_options *options, md_tr
  * end of the file. Blank lines (only spaces, tabs, CR) are skipped. An
  * episode whose id was already seen in this file is invalid, and the message
  * names both lines. In skip-invalid mode invalid episodes go to on_skip and
- * are passed over; I/O errors and running out of memory always fail. */
+ * are passed over; I/O errors and running out of memory always fail. After
+ * a failure the reader stays usable: another call reads the next line. */
 md_status md_trace_next(md_trace_reader *reader, md_trace_episode *episode, bool *have,
                         md_error *err);
 
