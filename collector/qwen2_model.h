@@ -6,6 +6,7 @@
 #define MD_COLLECTOR_QWEN2_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "io/error.h"
@@ -43,7 +44,9 @@ typedef struct md_qwen2_weights {
   md_qwen2_layer *layers;  /* [num_hidden_layers] */
   md_tensor norm;          /* [hidden] final RMSNorm */
   md_tensor lm_head;       /* [vocab, hidden]; a copy of embed_tokens' view when tied */
-  md_dtype dtype;          /* the dtype of the projection matrices (all the same) */
+  md_dtype dtype;          /* the dtype of every weight matrix (embedding, lm_head and
+                              projections: the loader refuses a mix); norms and biases
+                              may differ and carry their own md_tensor.dtype */
   uint64_t weight_bytes;   /* bytes of all tensors used (tied counted once) */
 } md_qwen2_weights;
 
@@ -57,5 +60,13 @@ md_status md_qwen2_model_open(const char *dir, md_qwen2_model **model, md_error 
 const md_qwen2_config *md_qwen2_model_config(const md_qwen2_model *model);
 const md_qwen2_weights *md_qwen2_model_weights(const md_qwen2_model *model);
 void md_qwen2_model_close(md_qwen2_model *model);
+
+/* Notes on a checkpoint that loaded but deserves a look, one line each, for
+ * calib/ to print or record (the library never prints): lm_head.weight
+ * present although tie_word_embeddings is true (transformers ignores it and
+ * so do we), tensors the model does not use (for instance layers beyond
+ * num_hidden_layers, a sign that config.json and the weights disagree). */
+size_t md_qwen2_model_warning_count(const md_qwen2_model *model);
+const char *md_qwen2_model_warning(const md_qwen2_model *model, size_t index);
 
 #endif

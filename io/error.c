@@ -23,7 +23,10 @@ md_status md_error_prefix(md_error *err, const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   char joined[MD_ERROR_MESSAGE_MAX];
-  snprintf(joined, sizeof joined, "%s: %s", prefix, err->message);
+  /* A message too long for the buffer is cut; testing the result tells GCC
+   * that the truncation is expected (-Wformat-truncation). */
+  if (snprintf(joined, sizeof joined, "%s: %s", prefix, err->message) >= (int)sizeof joined)
+    joined[sizeof joined - 1] = '\0';
   memcpy(err->message, joined, sizeof joined);
   return err->status;
 }

@@ -1,0 +1,165 @@
+/* md_qwen2_model_open on the checkpoints that transformers wrote
+ * (make_checkpoints.py): configuration, dtypes, shapes, byte counts and
+ * sample values against what transformers and safetensors/torch report in
+ * reference.json. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "collector/qwen2_model.h"
+#include "tests/checkpoint/checkpoint_util.h"
+#include "tests/test_util.h"
+
+/* The md_tensor the model holds for a safetensors name, or NULL. */
+static const md_tensor *weight_named(const md_qwen2_weights *weights, int layers,
+                                     const char *name) {
+  if (!strcmp(name, "model.embed_tokens.weight")) return &weights->embed_tokens;
+  if (!strcmp(name, "model.norm.weight")) return &weights->norm;
+  if (!strcmp(name, "lm_head.weight")) return &weights->lm_head;
+  int layer, used = 0;
+  if (sscanf(name, "model.layers.%d.%n", &layer, &used) != 1 || !used || layer >= layers)
+    return NULL;
+  const md_qwen2_layer *l = &weights->layers[layer];
+  const char *rest = name + used;
+  const struct {
+    const char *suffix;
+    const md_tensor *tensor;
+  } table[] = {
+      {"input_layernorm.weight", &l->input_layernorm},
+      {"self_attn.q_proj.weight", &l->q_proj},
+      {"self_attn.q_proj.bias", &l->q_bias},
+      {"self_attn.k_proj.weight", &l->k_proj},
+      {"self_attn.k_proj.bias", &l->k_bias},
+      {"self_attn.v_proj.weight", &l->v_proj},
+      {"self_attn.v_proj.bias", &l->v_bias},
+      {"self_attn.o_proj.weight", &l->o_proj},
+      {"post_attention_layernorm.weight", &l->post_attention_layernorm},
+      {"mlp.gate_proj.weight", &l->gate_proj},
+      {"mlp.up_proj.weight", &l->up_proj},
+      {"mlp.down_proj.weight", &l->down_proj},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(rest, table[i].suffix)) return table[i].tensor;
+  return NULL;
+}
+
+static void check_config(const md_qwen2_config *config, json_t *want, const char *label) {
+  const struct {
+    const char *field;
+    int got;
+  } ints[] = {
+      {"hidden_size", config->hidden_size},
+      {"intermediate_size", config->intermediate_size},
+      {"num_hidden_layers", config->num_hidden_layers},
+      {"num_attention_heads", config->num_attention_heads},
+      {"num_key_value_heads", config->num_key_value_heads},
+      {"head_dim", config->head_dim},
+      {"vocab_size", config->vocab_size},
+      {"max_position_embeddings", config->max_position_embeddings},
+  };
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+    CHECK_MSG(ints[i].got == json_integer_value(json_object_get(want, ints[i].field)),
+              "%s: %s = %d", label, ints[i].field, ints[i].got);
+  CHECK_MSG(config->rms_norm_eps == json_number_value(json_object_get(want, "rms_norm_eps")),
+            "%s: rms_norm_eps %.17g", label, config->rms_norm_eps);
+  CHECK_MSG(config->rope_theta == json_number_value(json_object_get(want, "rope_theta")),
+            "%s: rope_theta %.17g", label, config->rope_theta);
+  CHECK_MSG(config->tie_word_embeddings ==
+                json_is_true(json_object_get(want, "tie_word_embeddings")),
+            "%s: tie_word_embeddings", label);
+  CHECK_MSG(!strcmp(config->torch_dtype,
+                    json_string_value(json_object_get(want, "torch_dtype"))),
+            "%s: torch_dtype %s", label, config->torch_dtype);
+  CHECK_MSG(!strcmp(config->config_sha256,
+                    json_string_value(json_object_get(want, "config_sha256"))),
+            "%s: config_sha256 %s", label, config->config_sha256);
+}
+
+/* Every tensor the model uses has the dtype and shape safetensors reports. */
+static void check_tensors(const md_qwen2_weights *weights, int layers, json_t *tensors,
+                          bool tied, const char *label) {
+  const char *name;
+  json_t *info;
+  size_t used = 0;
+  json_object_foreach(tensors, name, info) {
+    const md_tensor *tensor = weight_named(weights, layers, name);
+    CHECK_MSG(tensor != NULL, "%s: %s not mapped", label, name);
+    if (!tensor) continue;
+    if (tied && !strcmp(name, "lm_head.weight")) continue;
+    used++;
+    CHECK_MSG(!strcmp(md_dtype_name(tensor->dtype),
+                      json_string_value(json_object_get(info, "dtype"))),
+              "%s: %s dtype %s", label, name, md_dtype_name(tensor->dtype));
+    json_t *shape = json_object_get(info, "shape");
+    CHECK_MSG(tensor->ndim == (int)json_array_size(shape), "%s: %s ndim %d", label, name,
+              tensor->ndim);
+    for (int d = 0; d < tensor->ndim && d < (int)json_array_size(shape); d++)
+      CHECK_MSG(tensor->shape[d] == json_integer_value(json_array_get(shape, d)),
+                "%s: %s shape[%d] = %" PRId64, label, name, d, tensor->shape[d]);
+    CHECK_MSG(tensor->name && !strcmp(tensor->name, name), "%s: %s named %s", label, name,
+              tensor->name ? tensor->name : "(null)");
+  }
+  /* 2 + 12 per layer + lm_head when untied */
+  CHECK_MSG(used == 2 + 12 * (size_t)layers + (tied ? 0 : 1), "%s: %zu tensors used", label,
+            used);
+}
+
+static void check_samples(const md_qwen2_weights *weights, int layers, json_t *samples,
+                          const char *label) {
+  size_t index;
+  json_t *sample;
+  json_array_foreach(samples, index, sample) {
+    const char *name = json_string_value(json_object_get(sample, "tensor"));
+    const md_tensor *tensor = weight_named(weights, layers, name);
+    size_t element = (size_t)json_integer_value(json_object_get(sample, "index"));
+    float want = (float)json_number_value(json_object_get(sample, "value"));
+    CHECK_MSG(tensor && element * md_dtype_size(tensor->dtype) < tensor->nbytes,
+              "%s: %s[%zu] out of range", label, name, element);
+    if (!tensor || element * md_dtype_size(tensor->dtype) >= tensor->nbytes) continue;
+    float got = tensor_element(tensor, element);
+    CHECK_MSG(same_float(got, want), "%s: %s[%zu] = %.9g, reference %.9g", label, name,
+              element, got, want);
+  }
+}
+
+static void check_checkpoint(const char *label, json_t *want) {
+  char dir[4096], fixture[256];
+  snprintf(fixture, sizeof fixture, "fixtures/%s", label);
+  fixture_path(dir, sizeof dir, fixture);
+  md_qwen2_model *model = NULL;
+  md_error err = {0};
+  md_status status = md_qwen2_model_open(dir, &model, &err);
+  CHECK_MSG(status == MD_OK, "%s: %s", label, err.message);
+  if (status != MD_OK) return;
+  const md_qwen2_config *config = md_qwen2_model_config(model);
+  const md_qwen2_weights *weights = md_qwen2_model_weights(model);
+  check_config(config, json_object_get(want, "config"), label);
+  CHECK_MSG(!strcmp(md_dtype_name(weights->dtype),
+                    json_string_value(json_object_get(want, "dtype"))),
+            "%s: dtype %s", label, md_dtype_name(weights->dtype));
+  CHECK_MSG(weights->weight_bytes ==
+                (uint64_t)json_integer_value(json_object_get(want, "weight_bytes")),
+            "%s: weight_bytes %" PRIu64, label, weights->weight_bytes);
+  check_tensors(weights, config->num_hidden_layers, json_object_get(want, "tensors"),
+                config->tie_word_embeddings, label);
+  check_samples(weights, config->num_hidden_layers, json_object_get(want, "samples"), label);
+  if (config->tie_word_embeddings)
+    CHECK(weights->lm_head.data == weights->embed_tokens.data);
+  else
+    CHECK(weights->lm_head.data != weights->embed_tokens.data);
+  CHECK_MSG(md_qwen2_model_warning_count(model) == 0, "%s: warning %s", label,
+            md_qwen2_model_warning(model, 0));
+  md_qwen2_model_close(model);
+}
+
+int main(void) {
+  json_t *reference = load_reference();
+  json_t *checkpoints = json_object_get(reference, "checkpoints");
+  CHECK(json_object_size(checkpoints) == 3);
+  const char *label;
+  json_t *want;
+  json_object_foreach(checkpoints, label, want) check_checkpoint(label, want);
+  json_decref(reference);
+  return md_test_finish("checkpoint_qwen2_model");
+}
