@@ -74,6 +74,9 @@ typedef struct md_kernel_ops {
   /* Copies floats [offset, offset + n) of buf to host memory. */
   md_status (*buf_read)(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
                         float *dst, md_error *err);
+  /* Copies n host floats into buf at [offset, offset + n). */
+  md_status (*buf_write)(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
+                         const float *src, md_error *err);
   /* Prepares a 1-D (norm weight, bias) or 2-D ([out, in] matrix, embedding)
    * tensor. The tensor's memory must outlive the weight. */
   md_status (*weight_new)(md_kernels *k, const md_tensor *t, md_kweight **w, md_error *err);

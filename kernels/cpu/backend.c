@@ -86,6 +86,16 @@ static md_status cpu_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset, 
   return cpu_sync(k, err);
 }
 
+static md_status cpu_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
+                               const float *src, md_error *err) {
+  (void)k;
+  if (offset > buf->n || n > buf->n - offset)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: write of [%zu, %zu) to a buffer of %zu floats",
+                   offset, offset + n, buf->n);
+  memcpy(buf->data + offset, src, n * sizeof(float));
+  return MD_OK;
+}
+
 static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **out,
                                 md_error *err) {
   (void)k;
@@ -319,6 +329,7 @@ static const md_kernel_ops cpu_ops = {
   .buf_new = cpu_buf_new,
   .buf_free = cpu_buf_free,
   .buf_read = cpu_buf_read,
+  .buf_write = cpu_buf_write,
   .weight_new = cpu_weight_new,
   .weight_free = cpu_weight_free,
   .embed = cpu_embed,
