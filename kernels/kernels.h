@@ -19,10 +19,10 @@
  * Its size per token is layers * 2 * n_kv_heads * head_dim * 4 bytes
  * (Qwen2.5-0.5B: 24 * 2 * 2 * 64 * 4 = 24 KiB per token).
  *
- * Errors. Compute operations return nothing: a back end whose device can
- * fail asynchronously records the first failure and reports it from sync
- * (and from buf_read / argmax, which synchronise). The CPU back end cannot
- * fail once its buffers exist.
+ * Errors. Compute operations return nothing: a back end records the first
+ * failure (a device error, or scratch memory it could not allocate) and
+ * reports it from sync, and from buf_read and argmax, which synchronise.
+ * Callers check sync once per forward step.
  *
  * Threads. One back end instance runs one operation at a time (it owns
  * scratch memory); use one instance per concurrent model run. */
@@ -44,10 +44,13 @@ typedef struct md_kweight md_kweight; /* a weight tensor prepared for the back e
  * query_pos + 1, causal). The weights are fp32 and sum to 1; the pointer is
  * valid only during the call. Calls are never concurrent (a back end that
  * computes heads in parallel serialises them) but their order across heads
- * and query rows is unspecified, so consumers accumulate (sum, max) rather
- * than rely on order. Prefill calls it once per (layer, head, prompt row),
- * decode once per (layer, head). A NULL hook costs one pointer test per
- * row. */
+ * and query rows within one attention call is unspecified, so consumers
+ * accumulate (sum, max) rather than rely on order. One attention call covers
+ * one layer, and the forward pass runs the layers in order, so every call for
+ * layer l comes before any for layer l + 1 (a max over heads can be folded
+ * into a per-layer buffer). Prefill calls it once per (layer, head, prompt
+ * row), decode once per (layer, head). A NULL hook costs one pointer test
+ * per row. */
 typedef struct md_attn_hook {
   void (*on_row)(void *ctx, int layer, int head, int64_t query_pos,
                  const float *weights, int64_t n_keys);
