@@ -386,6 +386,9 @@ md_status md_qwen2_model_open(const char *dir, md_qwen2_model **out, md_error *e
     free(model);
     return md_fail(err, MD_E_NOMEM, "%s: out of memory", dir);
   }
+  /* "dir/" names files as "dir/config.json", not "dir//config.json". */
+  for (size_t len = strlen(model->dir); len > 1 && model->dir[len - 1] == '/'; len--)
+    model->dir[len - 1] = '\0';
   md_status status = open_model(model, err);
   if (status != MD_OK) {
     md_qwen2_model_close(model);

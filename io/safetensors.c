@@ -11,6 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The format is little-endian and tensors are used in place. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian host required");
+
 /* One header entry. `tensor` is meaningful only when `supported`. */
 typedef struct st_entry {
   char *name;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/qwen2_model.h"
 #include "io/tensor.h"
 
 /* "<MD_SOURCE_ROOT>/tests/checkpoint/<relative>" */
@@ -48,5 +49,38 @@ static inline float tensor_element(const md_tensor *tensor, size_t index) {
 
 /* Same float, bit for bit (so -0.0 differs from 0.0). */
 static inline int same_float(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* The md_tensor the model holds for a safetensors name, or NULL. */
+static inline const md_tensor *weight_named(const md_qwen2_weights *weights, int layers,
+                                     const char *name) {
+  if (!strcmp(name, "model.embed_tokens.weight")) return &weights->embed_tokens;
+  if (!strcmp(name, "model.norm.weight")) return &weights->norm;
+  if (!strcmp(name, "lm_head.weight")) return &weights->lm_head;
+  int layer, used = 0;
+  if (sscanf(name, "model.layers.%d.%n", &layer, &used) != 1 || !used || layer >= layers)
+    return NULL;
+  const md_qwen2_layer *l = &weights->layers[layer];
+  const char *rest = name + used;
+  const struct {
+    const char *suffix;
+    const md_tensor *tensor;
+  } table[] = {
+      {"input_layernorm.weight", &l->input_layernorm},
+      {"self_attn.q_proj.weight", &l->q_proj},
+      {"self_attn.q_proj.bias", &l->q_bias},
+      {"self_attn.k_proj.weight", &l->k_proj},
+      {"self_attn.k_proj.bias", &l->k_bias},
+      {"self_attn.v_proj.weight", &l->v_proj},
+      {"self_attn.v_proj.bias", &l->v_bias},
+      {"self_attn.o_proj.weight", &l->o_proj},
+      {"post_attention_layernorm.weight", &l->post_attention_layernorm},
+      {"mlp.gate_proj.weight", &l->gate_proj},
+      {"mlp.up_proj.weight", &l->up_proj},
+      {"mlp.down_proj.weight", &l->down_proj},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(rest, table[i].suffix)) return table[i].tensor;
+  return NULL;
+}
 
 #endif

@@ -218,6 +218,13 @@ static void test_bad_config(void) {
   fresh_copy("bf16-tied");
   unlink(path);
   expect_fails("no config.json", MD_E_IO, path, "No such file");
+  /* The directory given with a trailing slash: file names stay clean. */
+  char slashed[2048];
+  snprintf(slashed, sizeof slashed, "%s//", work);
+  md_qwen2_model *model = NULL;
+  md_error err = {0};
+  CHECK(md_qwen2_model_open(slashed, &model, &err) == MD_E_IO && model == NULL);
+  CHECK_MSG(strstr(err.message, path) == err.message, "%s", err.message);
 }
 
 static void test_missing_files(void) {

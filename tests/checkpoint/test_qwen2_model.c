@@ -11,39 +11,6 @@
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 
-/* The md_tensor the model holds for a safetensors name, or NULL. */
-static const md_tensor *weight_named(const md_qwen2_weights *weights, int layers,
-                                     const char *name) {
-  if (!strcmp(name, "model.embed_tokens.weight")) return &weights->embed_tokens;
-  if (!strcmp(name, "model.norm.weight")) return &weights->norm;
-  if (!strcmp(name, "lm_head.weight")) return &weights->lm_head;
-  int layer, used = 0;
-  if (sscanf(name, "model.layers.%d.%n", &layer, &used) != 1 || !used || layer >= layers)
-    return NULL;
-  const md_qwen2_layer *l = &weights->layers[layer];
-  const char *rest = name + used;
-  const struct {
-    const char *suffix;
-    const md_tensor *tensor;
-  } table[] = {
-      {"input_layernorm.weight", &l->input_layernorm},
-      {"self_attn.q_proj.weight", &l->q_proj},
-      {"self_attn.q_proj.bias", &l->q_bias},
-      {"self_attn.k_proj.weight", &l->k_proj},
-      {"self_attn.k_proj.bias", &l->k_bias},
-      {"self_attn.v_proj.weight", &l->v_proj},
-      {"self_attn.v_proj.bias", &l->v_bias},
-      {"self_attn.o_proj.weight", &l->o_proj},
-      {"post_attention_layernorm.weight", &l->post_attention_layernorm},
-      {"mlp.gate_proj.weight", &l->gate_proj},
-      {"mlp.up_proj.weight", &l->up_proj},
-      {"mlp.down_proj.weight", &l->down_proj},
-  };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (!strcmp(rest, table[i].suffix)) return table[i].tensor;
-  return NULL;
-}
-
 static void check_config(const md_qwen2_config *config, json_t *want, const char *label) {
   const struct {
     const char *field;

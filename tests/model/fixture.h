@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/npy.h"
+
 
 typedef struct fixture_array {
   int ndim;
@@ -23,40 +25,30 @@ static inline void fixture_dir(char *out, size_t size, const char *name) {
   snprintf(out, size, "%s/tests/model/fixtures/%s", root ? root : ".", name);
 }
 
-/* Loads <dir>/<file>; exits the test on failure (a missing fixture is a
- * broken test, not a finding). TEMPORARY minimal parser until io/npy lands. */
+/* Loads <dir>/<file> with io/npy; exits the test on failure (a missing or
+ * damaged fixture is a broken test, not a finding). */
 static inline fixture_array fixture_load(const char *dir, const char *file, int want_int) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, file);
-  FILE *fp = fopen(path, "rb");
-  unsigned char head[10];
-  if (!fp || fread(head, 1, 10, fp) != 10) {
-    fprintf(stderr, "fixture: cannot read %s\n", path);
+  if (snprintf(path, sizeof path, "%s/%s", dir, file) >= (int)sizeof path) {
+    fprintf(stderr, "fixture: path too long\n");
     exit(2);
   }
-  size_t hlen = head[8] | (head[9] << 8);
-  char *header = calloc(hlen + 1, 1);
-  if (fread(header, 1, hlen, fp) != hlen) exit(2);
-  fixture_array a = {0};
-  const char *sh = strstr(header, "'shape': (") + 10;
-  a.count = 1;
-  while (*sh != ')') {
-    char *end;
-    long long d = strtoll(sh, &end, 10);
-    if (end == sh) break;
-    a.shape[a.ndim++] = d;
-    a.count *= (size_t)d;
-    sh = end;
-    while (*sh == ',' || *sh == ' ') sh++;
+  md_npy_array npy;
+  md_error err;
+  if (md_npy_read(path, &npy, &err) != MD_OK) {
+    fprintf(stderr, "fixture: %s\n", err.message);
+    exit(2);
   }
-  if (!strstr(header, want_int ? "<i4" : "<f4")) exit(2);
-  void *data = malloc(a.count * 4 + 1);
-  if (fread(data, 4, a.count, fp) != a.count) exit(2);
-  fclose(fp);
-  free(header);
-  if (want_int) a.i32 = data;
-  else a.f32 = data;
-  return a;
+  if (npy.dtype != (want_int ? MD_NPY_I32 : MD_NPY_F32) || npy.ndim < 1 || npy.ndim > 4) {
+    fprintf(stderr, "fixture: %s: expected %s with 1 to 4 dimensions\n", path,
+            want_int ? "int32" : "float32");
+    exit(2);
+  }
+  fixture_array a = {.ndim = npy.ndim, .count = npy.count};
+  for (int i = 0; i < npy.ndim; i++) a.shape[i] = npy.shape[i];
+  if (want_int) a.i32 = npy.data;
+  else a.f32 = npy.data;
+  return a; /* owns npy.data */
 }
 
 static inline void fixture_free(fixture_array *a) {
