@@ -262,11 +262,15 @@ static void forward_chunk(md_qwen2_forward *fw, const int32_t *tokens, int64_t n
   }
 }
 
-static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits, md_error *err) {
+/* Logits of every row of the chunk into all_logits, or, without it, of the
+ * last row only when this is the last chunk (a vocab-sized matvec saved). */
+static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits, bool last_chunk,
+                              md_error *err) {
   md_kernels *k = fw->k;
   size_t vocab = (size_t)fw->config.vocab_size;
   float eps = (float)fw->config.rms_norm_eps;
-  for (int64_t row = all_logits ? 0 : n - 1; row < n; row++) {
+  int64_t first_row = all_logits ? 0 : last_chunk ? n - 1 : n;
+  for (int64_t row = first_row; row < n; row++) {
     k->ops->logits(k, fw->logits, fw->x, row, fw->norm, fw->lm_head, eps);
     if (all_logits) {
       md_status s = k->ops->buf_read(k, fw->logits, 0, vocab, all_logits + (size_t)row * vocab, err);
@@ -284,7 +288,8 @@ md_status md_qwen2_prefill(md_qwen2_forward *fw, const int32_t *tokens, int64_t 
   for (int64_t done = 0; done < n;) {
     int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
     forward_chunk(fw, tokens + done, chunk);
-    s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL, err);
+    s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
+                     done + chunk == n, err);
     if (s != MD_OK) {
       fw->have_logits = false;
       return s;

@@ -206,6 +206,14 @@ static void check_consistency(const char *name, const md_qwen2_config *c,
               (long long)max_batch, d);
     printf("  %s: one prefill (chunks of %lld) vs prefill+decode: max |diff| %.3g\n", name,
            (long long)max_batch, d);
+    /* Without all_logits only the last token's logits are made: the same. */
+    float *last = malloc((size_t)vocab * sizeof(float));
+    md_qwen2_reset(fw);
+    CHECK(md_qwen2_prefill(fw, sequence, total, NULL, &err) == MD_OK);
+    CHECK(md_qwen2_logits(fw, last, &err) == MD_OK);
+    d = max_abs_diff_f(last, all_logits + (size_t)(total - 1) * vocab, (size_t)vocab);
+    CHECK_MSG(d <= 1e-6, "%s: last logits without all_logits differ by %g", name, d);
+    free(last);
     md_qwen2_forward_free(fw);
   }
   free(sequence);
