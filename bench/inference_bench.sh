@@ -14,9 +14,11 @@
 #
 # Needs python3 with torch, transformers, safetensors and numpy (for the
 # checkpoint and the HF side). Timings on a busy machine are noisy: run it on
-# a quiet one. OpenMP threads spin while waiting (OMP_WAIT_POLICY=active)
-# unless the environment says otherwise: the fastest setting on a dedicated
-# machine, the slowest on an oversubscribed one.
+# a quiet one. OMP_WAIT_POLICY is passed through as set: unset (libgomp's
+# default, threads spin a while before sleeping) or active suits a dedicated
+# machine; on one shared with other busy processes, spinning threads wait for
+# each other's time slices and decode slows down many times over: there, set
+# OMP_WAIT_POLICY=passive.
 set -eu
 cd "$(dirname "$0")/.."
 threads=$(nproc)
@@ -37,8 +39,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 : "${hf_decode:=$decode}"
-: "${OMP_WAIT_POLICY:=active}"
-export OMP_WAIT_POLICY
 
 .ci/build >/dev/null
 bench=${MD_BUILD_DIR:-build}/bench/inference_bench
@@ -73,7 +73,7 @@ bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
 n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
 verdict = lambda ok: "ok" if ok else "BELOW TARGET"
 print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, weights {ours['dtype'].strip()}, "
-      f"OMP_WAIT_POLICY {__import__('os').environ.get('OMP_WAIT_POLICY')}")
+      f"OMP_WAIT_POLICY {__import__('os').environ.get('OMP_WAIT_POLICY', 'unset')}")
 print(f"bandwidth: triad {num(lim, 'triad_gbs'):.1f} GB/s, f32 sgemv {num(lim, 'sgemv_gbs'):.1f} GB/s -> limit uses {bw:.1f} GB/s")
 print(f"sgemm: {num(lim, 'sgemm_gflops'):.1f} GFLOP/s (1700 x 4864 x 896)")
 
