@@ -68,13 +68,24 @@ float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index) {
 
 /* ---- portable C ---------------------------------------------------------- */
 
-/* Four rows at a time so that each x element loaded serves four weights. */
+/* The rows [r0, r1) are split into four equal quarters and row i of each
+ * quarter is computed together: four long sequential streams through the
+ * matrix (which the hardware prefetchers follow; four adjacent short rows
+ * were ~2x slower for Qwen's 896-wide rows on AMD Zen), and each x element
+ * loaded once for four rows. The remainder rows go one at a time. */
 #define MD_DEFINE_MATVEC_PORTABLE(NAME, TYPE, CONVERT)                                 \
+  static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {               \
+    float s = 0;                                                                       \
+    for (int64_t c = 0; c < cols; c++) s += CONVERT(wr[c]) * x[c];                     \
+    return s;                                                                          \
+  }                                                                                    \
   static void NAME(float *y, const TYPE *w, const float *x, int64_t r0, int64_t r1,    \
                    int64_t cols, const float *bias) {                                  \
-    int64_t r = r0;                                                                    \
-    for (; r + 4 <= r1; r += 4) {                                                      \
-      const TYPE *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols; \
+    int64_t quarter = (r1 - r0) / 4;                                                   \
+    for (int64_t i = 0; i < quarter; i++) {                                            \
+      int64_t r[4] = {r0 + i, r0 + quarter + i, r0 + 2 * quarter + i, r0 + 3 * quarter + i}; \
+      const TYPE *w0 = w + r[0] * cols, *w1 = w + r[1] * cols;                         \
+      const TYPE *w2 = w + r[2] * cols, *w3 = w + r[3] * cols;                         \
       float s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                            \
       for (int64_t c = 0; c < cols; c++) {                                             \
         float xc = x[c];                                                               \
@@ -83,17 +94,11 @@ float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index) {
         s2 += CONVERT(w2[c]) * xc;                                                     \
         s3 += CONVERT(w3[c]) * xc;                                                     \
       }                                                                                \
-      y[r] = s0 + (bias ? bias[r] : 0.0f);                                             \
-      y[r + 1] = s1 + (bias ? bias[r + 1] : 0.0f);                                     \
-      y[r + 2] = s2 + (bias ? bias[r + 2] : 0.0f);                                     \
-      y[r + 3] = s3 + (bias ? bias[r + 3] : 0.0f);                                     \
+      float sums[4] = {s0, s1, s2, s3};                                                \
+      for (int j = 0; j < 4; j++) y[r[j]] = sums[j] + (bias ? bias[r[j]] : 0.0f);      \
     }                                                                                  \
-    for (; r < r1; r++) {                                                              \
-      const TYPE *wr = w + r * cols;                                                   \
-      float s = 0;                                                                     \
-      for (int64_t c = 0; c < cols; c++) s += CONVERT(wr[c]) * x[c];                   \
-      y[r] = s + (bias ? bias[r] : 0.0f);                                              \
-    }                                                                                  \
+    for (int64_t r = r0 + 4 * quarter; r < r1; r++)                                    \
+      y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);              \
   }
 
 #define MD_IDENTITY(v) (v)
@@ -120,37 +125,25 @@ MD_AVX2 static inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* Two shapes of loop, chosen by row length (measured on AMD EPYC, Zen):
- * - short rows (cols <= MD_SHORT_ROW_COLS; hidden 896-2048 in Qwen2.5):
- *   one row at a time, four FMA chains, so the matrix is read as a single
- *   sequential stream that the hardware prefetcher follows (the four-row
- *   loop interleaves four short streams and ran ~1.5x slower here);
- * - long rows: four rows by sixteen columns per step, each x vector loaded
- *   once for four rows (x no longer fits in L1 and would be re-read per row),
- *   eight independent FMA chains. */
-#define MD_SHORT_ROW_COLS 2048
-
+/* Four rows per step, one from each quarter of [r0, r1) (see the portable
+ * version for why), sixteen columns at a time: eight independent FMA chains
+ * hide the FMA latency, and each x vector is loaded once for four rows. */
 #define MD_DEFINE_MATVEC_AVX2(NAME, TYPE, LOAD8, CONVERT)                               \
   MD_AVX2 static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {       \
-    int64_t c32 = cols & ~(int64_t)31, c8 = cols & ~(int64_t)7, c = 0;                  \
-    __m256 a = _mm256_setzero_ps(), b = a, d = a, e = a;                                \
-    for (; c < c32; c += 32) {                                                          \
-      a = _mm256_fmadd_ps(LOAD8(wr + c), _mm256_loadu_ps(x + c), a);                    \
-      b = _mm256_fmadd_ps(LOAD8(wr + c + 8), _mm256_loadu_ps(x + c + 8), b);            \
-      d = _mm256_fmadd_ps(LOAD8(wr + c + 16), _mm256_loadu_ps(x + c + 16), d);          \
-      e = _mm256_fmadd_ps(LOAD8(wr + c + 24), _mm256_loadu_ps(x + c + 24), e);          \
-    }                                                                                   \
+    int64_t c8 = cols & ~(int64_t)7, c = 0;                                             \
+    __m256 a = _mm256_setzero_ps();                                                     \
     for (; c < c8; c += 8) a = _mm256_fmadd_ps(LOAD8(wr + c), _mm256_loadu_ps(x + c), a); \
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a, b), _mm256_add_ps(d, e)));           \
+    float s = hsum8(a);                                                                 \
     for (; c < cols; c++) s += CONVERT(wr[c]) * x[c];                                   \
     return s;                                                                           \
   }                                                                                     \
   MD_AVX2 static void NAME(float *y, const TYPE *w, const float *x, int64_t r0,         \
                            int64_t r1, int64_t cols, const float *bias) {               \
-    int64_t c16 = cols & ~(int64_t)15;                                                  \
-    int64_t r = r0;                                                                     \
-    for (; cols > MD_SHORT_ROW_COLS && r + 4 <= r1; r += 4) {                           \
-      const TYPE *w0 = w + r * cols, *w1 = w0 + cols, *w2 = w1 + cols, *w3 = w2 + cols; \
+    int64_t c16 = cols & ~(int64_t)15, quarter = (r1 - r0) / 4;                         \
+    for (int64_t i = 0; i < quarter; i++) {                                             \
+      int64_t r[4] = {r0 + i, r0 + quarter + i, r0 + 2 * quarter + i, r0 + 3 * quarter + i}; \
+      const TYPE *w0 = w + r[0] * cols, *w1 = w + r[1] * cols;                          \
+      const TYPE *w2 = w + r[2] * cols, *w3 = w + r[3] * cols;                          \
       __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;                       \
       __m256 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                        \
       for (int64_t c = 0; c < c16; c += 16) {                                           \
@@ -164,20 +157,16 @@ MD_AVX2 static inline float hsum8(__m256 v) {
         a3 = _mm256_fmadd_ps(LOAD8(w3 + c), xl, a3);                                    \
         b3 = _mm256_fmadd_ps(LOAD8(w3 + c + 8), xh, b3);                                \
       }                                                                                 \
-      float s0 = hsum8(_mm256_add_ps(a0, b0)), s1 = hsum8(_mm256_add_ps(a1, b1));       \
-      float s2 = hsum8(_mm256_add_ps(a2, b2)), s3 = hsum8(_mm256_add_ps(a3, b3));       \
-      for (int64_t c = c16; c < cols; c++) {                                            \
-        s0 += CONVERT(w0[c]) * x[c];                                                    \
-        s1 += CONVERT(w1[c]) * x[c];                                                    \
-        s2 += CONVERT(w2[c]) * x[c];                                                    \
-        s3 += CONVERT(w3[c]) * x[c];                                                    \
+      float sums[4] = {hsum8(_mm256_add_ps(a0, b0)), hsum8(_mm256_add_ps(a1, b1)),      \
+                       hsum8(_mm256_add_ps(a2, b2)), hsum8(_mm256_add_ps(a3, b3))};     \
+      const TYPE *rows[4] = {w0, w1, w2, w3};                                           \
+      for (int j = 0; j < 4; j++) {                                                     \
+        for (int64_t c = c16; c < cols; c++) sums[j] += CONVERT(rows[j][c]) * x[c];     \
+        y[r[j]] = sums[j] + (bias ? bias[r[j]] : 0.0f);                                 \
       }                                                                                 \
-      y[r] = s0 + (bias ? bias[r] : 0.0f);                                              \
-      y[r + 1] = s1 + (bias ? bias[r + 1] : 0.0f);                                      \
-      y[r + 2] = s2 + (bias ? bias[r + 2] : 0.0f);                                      \
-      y[r + 3] = s3 + (bias ? bias[r + 3] : 0.0f);                                      \
     }                                                                                   \
-    for (; r < r1; r++) y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f); \
+    for (int64_t r = r0 + 4 * quarter; r < r1; r++)                                     \
+      y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);               \
   }
 
 MD_DEFINE_MATVEC_AVX2(matvec_f32_avx2, float, load8_f32, MD_IDENTITY)
@@ -225,11 +214,9 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
   int team = rows * cols >= MD_MATVEC_PARALLEL_MIN ? threads : 1;
 #pragma omp parallel num_threads(team)
   {
-    /* Contiguous blocks of whole 4-row groups: each thread streams its own
-     * slice of the matrix. */
+    /* One contiguous slice of rows per thread, each streamed on its own. */
     int64_t nthreads = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t groups = (rows + 3) / 4, per = (groups + nthreads - 1) / nthreads;
-    int64_t r0 = t * per * 4, r1 = (t + 1) * per * 4;
+    int64_t per = (rows + nthreads - 1) / nthreads, r0 = t * per, r1 = r0 + per;
     if (r1 > rows) r1 = rows;
     if (r0 < r1) kernel(y, w, x, r0, r1, cols, bias);
   }
