@@ -264,8 +264,10 @@ static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
                 (int)cols, w->data, (int)cols, beta, y, (int)rows);
     return;
   }
-  int64_t tile = (int64_t)(MD_GEMM_SCRATCH_FLOATS / (size_t)cols);
-  if (tile < 1) tile = 1;
+  /* Equal tiles: a small last tile would make an inefficient sgemm call. */
+  int64_t max_tile = (int64_t)(MD_GEMM_SCRATCH_FLOATS / (size_t)cols);
+  if (max_tile < 1) max_tile = 1;
+  int64_t tiles = (rows + max_tile - 1) / max_tile, tile = (rows + tiles - 1) / tiles;
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     int64_t r1 = r0 + tile < rows ? r0 + tile : rows;
     md_cpu_rows_to_f32(c->isa, c->threads, c->gemm_scratch, w->data, w->dtype, cols, r0, r1);
