@@ -304,7 +304,7 @@ static void test_rope(md_kernels *k) {
 
 /* ---- attention ------------------------------------------------------------------- */
 
-enum { AH = 4, AKV = 2, AD = 16, ACAP = 64 };
+enum { AH = 4, AKV = 2, AD = 16, ACAP = 160 };
 
 typedef struct hook_log {
   double *weights; /* [AH][ACAP][ACAP]: row of query position p for head h */
@@ -345,11 +345,11 @@ static void attention_reference(const float *q_all, const float *keys, const flo
     }
 }
 
-/* Prefill of 40 rows (a full tile of 32 and a partial one), a decode step,
- * then a chunk of 5 more rows: outputs and hook rows against the reference. */
+/* Prefill of 150 rows (tiles of 64, 64 and 22 rows), a decode step, then a
+ * chunk of 5 more rows: outputs and hook rows against the reference. */
 static void test_attention(md_kernels *k) {
-  const int64_t chunks[][2] = {{0, 40}, {40, 1}, {41, 5}};
-  const int64_t total = 46;
+  const int64_t chunks[][2] = {{0, 150}, {150, 1}, {151, 5}};
+  const int64_t total = 156;
   float *q = malloc(total * AH * AD * sizeof(float));
   float *keys = malloc(total * AKV * AD * sizeof(float)), *values = malloc(total * AKV * AD * sizeof(float));
   for (int64_t i = 0; i < total * AH * AD; i++) q[i] = uniform(-2.5f, 2.5f);
@@ -367,7 +367,7 @@ static void test_attention(md_kernels *k) {
   md_kbuf *cache = NULL, *out = NULL;
   md_error err;
   CHECK(k->ops->buf_new(k, 2 * AKV * ACAP * AD, &cache, &err) == MD_OK);
-  CHECK(k->ops->buf_new(k, 40 * AH * AD, &out, &err) == MD_OK);
+  CHECK(k->ops->buf_new(k, 150 * AH * AD, &out, &err) == MD_OK);
   double worst_out = 0.0;
   for (size_t c = 0; c < 3; c++) {
     int64_t pos0 = chunks[c][0], n = chunks[c][1];
@@ -394,7 +394,7 @@ static void test_attention(md_kernels *k) {
 
   /* The cache layout is the documented one: keys then values, head-major. */
   float *c = download(k, cache, 2 * AKV * ACAP * AD);
-  CHECK(c[(1 * ACAP + 45) * AD + 3] == keys[(45 * AKV + 1) * AD + 3]);
+  CHECK(c[(1 * ACAP + 155) * AD + 3] == keys[(155 * AKV + 1) * AD + 3]);
   CHECK(c[((AKV + 0) * ACAP + 7) * AD + 15] == values[(7 * AKV + 0) * AD + 15]);
   free(c);
   k->ops->buf_free(k, cache);
