@@ -1,0 +1,115 @@
+#!/bin/sh
+# Measures the forward pass against this machine's own limits and against HF
+# transformers, in one run, and prints the ratios with their targets:
+#   decode tokens/s   vs  bandwidth / bytes read per token     (>= 0.70)
+#   prefill tokens/s  vs  sgemm GFLOP/s / flops per token      (>= 0.50)
+#   speed vs HF (eager, output_attentions=True, same threads)  (>= 3x)
+#   peak RSS vs HF                                             (<= 0.5x)
+#   peak RSS vs 1.3 x (weight bytes + KV cache bytes)          (<= 1)
+# The model is a random BF16 checkpoint with Qwen2.5-0.5B's exact shapes,
+# built once under the work directory (about 1 GB; not committed).
+#
+#   bench/inference_bench.sh [--threads N] [--prompt 1700] [--decode 256]
+#                            [--hf-decode N] [--no-hf] [--work DIR]
+#
+# Needs python3 with torch, transformers, safetensors and numpy (for the
+# checkpoint and the HF side). Timings on a busy machine are noisy: run it on
+# a quiet one. OMP_WAIT_POLICY is passed through as set: unset (libgomp's
+# default, threads spin a while before sleeping) or active suits a dedicated
+# machine; on one shared with other busy processes, spinning threads wait for
+# each other's time slices and decode slows down many times over: there, set
+# OMP_WAIT_POLICY=passive.
+set -eu
+cd "$(dirname "$0")/.."
+threads=$(nproc)
+prompt=1700
+decode=256
+hf_decode=
+run_hf=1
+work=build/bench-work
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --prompt) prompt=$2; shift 2 ;;
+    --decode) decode=$2; shift 2 ;;
+    --hf-decode) hf_decode=$2; shift 2 ;;
+    --no-hf) run_hf=0; shift ;;
+    --work) work=$2; shift 2 ;;
+    *) echo "inference_bench.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+: "${hf_decode:=$decode}"
+
+.ci/build >/dev/null
+bench=${MD_BUILD_DIR:-build}/bench/inference_bench
+mkdir -p "$work"
+ckpt=$work/qwen05-shapes-bf16
+if [ ! -f "$ckpt/model.safetensors" ] || [ "$(($(wc -c <"$ckpt/prompt.i32") / 4))" != "$prompt" ]; then
+  echo "building the random checkpoint in $ckpt ..." >&2
+  python3 bench/make_bench_checkpoint.py "$ckpt" "$prompt"
+fi
+
+echo "measuring limits ..." >&2
+"$bench" limits --threads "$threads" >"$work/limits.txt"
+echo "running ours: $prompt-token prompt + $decode decode steps ..." >&2
+"$bench" run "$ckpt" "$ckpt/prompt.i32" --decode "$decode" --threads "$threads" >"$work/ours.txt"
+: >"$work/hf.txt"
+if [ "$run_hf" = 1 ]; then
+  echo "running HF transformers: same prompt + $hf_decode decode steps ..." >&2
+  python3 bench/hf_bench.py "$ckpt" "$ckpt/prompt.i32" "$hf_decode" "$threads" \
+    2>"$work/hf.err" >"$work/hf.txt" || { cat "$work/hf.err" >&2; exit 1; }
+fi
+
+python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" <<'PY'
+import sys
+
+def read(path):
+    with open(path) as f:
+        return {k: v for k, v in (line.split(None, 1) for line in f if line.strip())}
+
+lim, ours, hf = (read(p) for p in sys.argv[1:4])
+num = lambda d, k: float(d[k])
+bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
+n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
+verdict = lambda ok: "ok" if ok else "BELOW TARGET"
+print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, weights {ours['dtype'].strip()}, "
+      f"OMP_WAIT_POLICY {__import__('os').environ.get('OMP_WAIT_POLICY', 'unset')}")
+print(f"bandwidth: triad {num(lim, 'triad_gbs'):.1f} GB/s, f32 sgemv {num(lim, 'sgemv_gbs'):.1f} GB/s -> limit uses {bw:.1f} GB/s")
+print(f"sgemm: {num(lim, 'sgemm_gflops'):.1f} GFLOP/s (1700 x 4864 x 896)")
+
+read_bytes = num(ours, "decode_read_bytes")
+dec_tps = steps / num(ours, "decode_s")
+dec_limit = bw * 1e9 / read_bytes
+r = dec_tps / dec_limit
+print(f"decode: {dec_tps:.2f} tok/s; limit {dec_limit:.2f} tok/s ({read_bytes / 1e6:.0f} MB of weights per token) "
+      f"-> ratio {r:.2f} (target >= 0.70: {verdict(r >= 0.70)})")
+best = 1.0 / num(ours, "decode_best_step_s") / dec_limit
+print(f"        fastest single step: {1.0 / num(ours, 'decode_best_step_s'):.2f} tok/s -> ratio {best:.2f} "
+      f"(a shared machine's noise shows as a gap between the two ratios)")
+
+flops = 2 * num(ours, "layer_params") + num(ours, "attn_flops_prefill") / n
+pre_tps = n / num(ours, "prefill_s")
+pre_limit = num(lim, "sgemm_gflops") * 1e9 / flops
+r = pre_tps / pre_limit
+print(f"prefill: {pre_tps:.1f} tok/s ({num(ours, 'prefill_s'):.2f} s); limit {pre_limit:.1f} tok/s "
+      f"({flops / 1e6:.0f} MFLOP per token) -> ratio {r:.2f} (target >= 0.50: {verdict(r >= 0.50)})")
+
+rss = num(ours, "peak_rss_kb") * 1024
+budget = 1.3 * (num(ours, "weight_bytes") + num(ours, "kv_bytes"))
+print(f"peak RSS: {rss / 1e6:.0f} MB; 1.3 x (weights {num(ours, 'weight_bytes') / 1e6:.0f} MB + KV "
+      f"{num(ours, 'kv_bytes') / 1e6:.0f} MB) = {budget / 1e6:.0f} MB -> {verdict(rss <= budget)}")
+
+if hf:
+    sp_pre = num(hf, "hf_prefill_s") / num(ours, "prefill_s")
+    hf_decode = float(sys.argv[4])
+    hf_dec_tps = hf_decode / num(hf, "hf_decode_s") if hf_decode > 0 else float("nan")
+    sp_dec = dec_tps / hf_dec_tps
+    ours_total = num(ours, "prefill_s") + num(ours, "decode_s")
+    hf_total = num(hf, "hf_prefill_s") + steps / hf_dec_tps  # decode rate x our step count
+    sp_total = hf_total / ours_total
+    hf_rss = num(hf, "hf_peak_rss_kb") * 1024
+    print(f"HF transformers: prefill {num(hf, 'hf_prefill_s'):.2f} s, decode {hf_dec_tps:.2f} tok/s, peak RSS {hf_rss / 1e6:.0f} MB")
+    print(f"speed vs HF: prefill {sp_pre:.1f}x, decode {sp_dec:.1f}x, whole run {sp_total:.1f}x "
+          f"(target >= 3: {verdict(min(sp_pre, sp_dec) >= 3)})")
+    print(f"peak RSS vs HF: {rss / hf_rss:.2f} (target <= 0.50: {verdict(rss / hf_rss <= 0.5)})")
+PY

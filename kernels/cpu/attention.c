@@ -1,0 +1,160 @@
+/* Causal GQA attention over the KV cache.
+ *
+ * Prefill: one task is a tile of query rows for all the query heads that
+ * share one KV head, stacked into one matrix Q_tile [group * rows, head_dim],
+ * so each sgemm is large enough to run near the machine's sgemm rate and
+ * the KV head's keys and values are read once for the whole group:
+ *   S = scale * Q_tile K^T (sgemm), a softmax per row, O = P V (sgemm).
+ * The tile's rows are chosen so that S holds at most MD_ATTN_SCORE_FLOATS
+ * floats (4 MiB): memory is O(n) per thread and no n x n matrix is formed.
+ * Tasks run in parallel; the sgemm calls inside the OpenMP region run
+ * single-threaded (OpenBLAS's OpenMP build does so when omp_in_parallel()).
+ * Decode (one query row): one task per query head, with sgemv.
+ *
+ * The scale is float(head_dim ** -0.5) applied to the dot product, and the
+ * softmax is exp(s - max) * (1 / sum) in fp32, as HF's eager attention
+ * (modeling_qwen2.eager_attention_forward) computes them. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#define MD_ATTN_SCORE_FLOATS ((int64_t)1 << 20)
+#define MD_ATTN_MAX_TILE 64
+
+typedef struct attn_task {
+  const md_attn_shape *shape;
+  const float *q;        /* [n, n_heads * head_dim] */
+  const float *cache;    /* one layer: [2][n_kv][capacity][head_dim] */
+  float *out;            /* [n, n_heads * head_dim] */
+  int64_t pos0;
+  float scale;
+  const md_attn_hook *hook;
+  md_cpu_isa isa;
+} attn_task;
+
+static const float *head_keys(const attn_task *a, int kv_head) {
+  const md_attn_shape *s = a->shape;
+  return a->cache + (size_t)kv_head * (size_t)s->capacity * (size_t)s->head_dim;
+}
+
+static const float *head_values(const attn_task *a, int kv_head) {
+  const md_attn_shape *s = a->shape;
+  return a->cache + (size_t)(s->n_kv_heads + kv_head) * (size_t)s->capacity * (size_t)s->head_dim;
+}
+
+/* Softmax of each row (query rows t0 .. t0 + rows - 1 of one head) over its
+ * visible keys, zeros beyond, then the hook. */
+static void softmax_rows(const attn_task *a, int head, float *scores, int64_t t0, int64_t rows,
+                         int64_t n_keys_tile) {
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t pos = a->pos0 + t0 + i, visible = pos + 1;
+    float *row = scores + (size_t)i * (size_t)n_keys_tile;
+    md_cpu_softmax(a->isa, row, visible);
+    if (n_keys_tile > visible) memset(row + visible, 0, (size_t)(n_keys_tile - visible) * sizeof(float));
+    if (a->hook) {
+#pragma omp critical(md_attn_hook)
+      a->hook->on_row(a->hook->ctx, a->shape->layer, head, pos, row, visible);
+    }
+  }
+}
+
+/* Decode: the one query row of one head. */
+static void attend_row(const attn_task *a, int head, float *scores) {
+  const md_attn_shape *s = a->shape;
+  int hd = s->head_dim, kv_head = head / (s->n_heads / s->n_kv_heads);
+  int64_t n_keys = a->pos0 + 1;
+  const float *q = a->q + (int64_t)head * hd;
+  float *out = a->out + (int64_t)head * hd;
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n_keys, hd, a->scale, head_keys(a, kv_head), hd, q,
+              1, 0.0f, scores, 1);
+  softmax_rows(a, head, scores, 0, 1, n_keys);
+  cblas_sgemv(CblasRowMajor, CblasTrans, (int)n_keys, hd, 1.0f, head_values(a, kv_head), hd,
+              scores, 1, 0.0f, out, 1);
+}
+
+/* Prefill: query rows t0 .. t0 + rows - 1 of the query heads of one KV head.
+ * scratch holds the stacked queries and outputs [group * rows, head_dim] each
+ * and the scores [group * rows, n_keys_tile]. */
+static void attend_group_tile(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
+                              float *scratch) {
+  const md_attn_shape *s = a->shape;
+  int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
+  int64_t stride = (int64_t)s->n_heads * hd, m = group * rows;
+  int64_t n_keys_tile = a->pos0 + t0 + rows; /* keys of the tile's last row */
+  float *q_tile = scratch, *o_tile = q_tile + m * hd, *scores = o_tile + m * hd;
+  for (int j = 0; j < group; j++)
+    for (int64_t i = 0; i < rows; i++)
+      memcpy(q_tile + (j * rows + i) * hd, a->q + (t0 + i) * stride + (h0 + j) * hd,
+             (size_t)hd * sizeof(float));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n_keys_tile, hd, a->scale,
+              q_tile, hd, head_keys(a, kv_head), hd, 0.0f, scores, (int)n_keys_tile);
+  for (int j = 0; j < group; j++)
+    softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)n_keys_tile, t0, rows,
+                 n_keys_tile);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, hd, (int)n_keys_tile, 1.0f,
+              scores, (int)n_keys_tile, head_values(a, kv_head), hd, 0.0f, o_tile, hd);
+  for (int j = 0; j < group; j++)
+    for (int64_t i = 0; i < rows; i++)
+      memcpy(a->out + (t0 + i) * stride + (h0 + j) * hd, o_tile + (j * rows + i) * hd,
+             (size_t)hd * sizeof(float));
+}
+
+/* Query rows per prefill tile: as many as keep the scores within
+ * MD_ATTN_SCORE_FLOATS at the longest tile, at most MD_ATTN_MAX_TILE. */
+static int64_t prefill_tile_rows(const md_attn_shape *s, int64_t pos0, int64_t n) {
+  int64_t group = s->n_heads / s->n_kv_heads;
+  int64_t rows = MD_ATTN_SCORE_FLOATS / (group * (pos0 + n));
+  if (rows > MD_ATTN_MAX_TILE) rows = MD_ATTN_MAX_TILE;
+  if (rows > n) rows = n;
+  return rows < 1 ? 1 : rows;
+}
+
+static int prefill(const attn_task *a, int threads, int64_t n) {
+  const md_attn_shape *s = a->shape;
+  int64_t tile = prefill_tile_rows(s, a->pos0, n), group = s->n_heads / s->n_kv_heads;
+  int64_t tiles = (n + tile - 1) / tile, tasks = tiles * s->n_kv_heads;
+  size_t scratch_floats = (size_t)(group * tile) * (size_t)(2 * s->head_dim + a->pos0 + n);
+  int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(| : failed)
+  {
+    float *scratch = malloc(scratch_floats * sizeof(float));
+    if (!scratch) failed = 1;
+    /* Later tiles see more keys: dynamic scheduling, largest tiles first. */
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; task++) {
+      if (!scratch) continue;
+      int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile;
+      attend_group_tile(a, (int)(task % s->n_kv_heads), t0, n - t0 < tile ? n - t0 : tile, scratch);
+    }
+    free(scratch);
+  }
+  return failed;
+}
+
+static int decode(const attn_task *a, int threads) {
+  int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(| : failed)
+  {
+    float *scores = malloc((size_t)(a->pos0 + 1) * sizeof(float));
+    if (!scores) failed = 1;
+#pragma omp for schedule(static)
+    for (int head = 0; head < a->shape->n_heads; head++)
+      if (scores) attend_row(a, head, scores);
+    free(scores);
+  }
+  return failed;
+}
+
+md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
+                           const float *cache, const md_attn_shape *shape, int64_t pos0,
+                           int64_t n, const md_attn_hook *hook) {
+  attn_task a = {.shape = shape, .q = q, .cache = cache, .out = out, .pos0 = pos0,
+                 .scale = (float)pow((double)shape->head_dim, -0.5),
+                 .hook = (hook && hook->on_row) ? hook : NULL, .isa = isa};
+  int failed = n == 1 ? decode(&a, threads) : prefill(&a, threads, n);
+  return failed ? MD_E_NOMEM : MD_OK;
+}

@@ -1,0 +1,373 @@
+/* The CPU back end's ops table: buffers are plain float arrays, weights are
+ * views of the (memory-mapped) tensors in their file dtype, 1-D weights
+ * (norms, biases) are converted to f32 once. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_internal.h"
+
+/* Weight tiles for the prefill sgemm: at most this many floats (16 MiB) of
+ * converted weights at a time. */
+#define MD_GEMM_SCRATCH_FLOATS ((size_t)4 << 20)
+/* Below this many rows a "matrix" product runs as repeated matvecs. */
+#define MD_GEMM_MIN_ROWS 4
+
+struct md_kbuf {
+  float *data;
+  size_t n;
+};
+
+struct md_kweight {
+  md_dtype dtype;
+  int64_t rows, cols;   /* [rows, cols]; 1-D tensors have rows = 1 */
+  const void *data;     /* file dtype; for 1-D weights, `converted` */
+  float *converted;     /* owned f32 copy of a 1-D weight, else NULL */
+};
+
+typedef struct cpu_kernels {
+  md_kernels base;
+  int threads;
+  md_cpu_isa isa;
+  float *gemm_scratch;  /* MD_GEMM_SCRATCH_FLOATS, pages touched on use */
+  float *row_scratch;   /* one normalised row for the LM head */
+  size_t row_scratch_n;
+  md_status deferred;   /* first allocation failure inside a compute op */
+} cpu_kernels;
+
+static cpu_kernels *cpu(md_kernels *k) { return (cpu_kernels *)k; }
+
+static void defer(cpu_kernels *c, md_status status) {
+  if (c->deferred == MD_OK) c->deferred = status;
+}
+
+/* ---- memory ---------------------------------------------------------------- */
+
+static md_status cpu_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *err) {
+  (void)k;
+  md_kbuf *buf = calloc(1, sizeof *buf);
+  float *data = calloc(n ? n : 1, sizeof(float)); /* lazily zeroed pages: RSS grows with use */
+  if (!buf || !data) {
+    free(buf);
+    free(data);
+    return md_fail(err, MD_E_NOMEM, "cpu kernels: cannot allocate a buffer of %zu floats", n);
+  }
+  buf->data = data;
+  buf->n = n;
+  *out = buf;
+  return MD_OK;
+}
+
+static void cpu_buf_free(md_kernels *k, md_kbuf *buf) {
+  (void)k;
+  if (!buf) return;
+  free(buf->data);
+  free(buf);
+}
+
+static md_status cpu_sync(md_kernels *k, md_error *err) {
+  cpu_kernels *c = cpu(k);
+  md_status status = c->deferred;
+  c->deferred = MD_OK;
+  if (status != MD_OK)
+    return md_fail(err, status, "cpu kernels: out of memory for scratch space");
+  return MD_OK;
+}
+
+static md_status cpu_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
+                              float *dst, md_error *err) {
+  if (offset > buf->n || n > buf->n - offset)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: read of [%zu, %zu) from a buffer of %zu floats",
+                   offset, offset + n, buf->n);
+  memcpy(dst, buf->data + offset, n * sizeof(float));
+  return cpu_sync(k, err);
+}
+
+static md_status cpu_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
+                               const float *src, md_error *err) {
+  (void)k;
+  if (offset > buf->n || n > buf->n - offset)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: write of [%zu, %zu) to a buffer of %zu floats",
+                   offset, offset + n, buf->n);
+  memcpy(buf->data + offset, src, n * sizeof(float));
+  return MD_OK;
+}
+
+static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **out,
+                                md_error *err) {
+  (void)k;
+  if (t->ndim != 1 && t->ndim != 2)
+    return md_fail(err, MD_E_UNSUPPORTED, "cpu kernels: tensor '%s' has %d dimensions, not 1 or 2",
+                   t->name ? t->name : "?", t->ndim);
+  md_kweight *w = calloc(1, sizeof *w);
+  if (!w) return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory");
+  w->dtype = t->dtype;
+  w->rows = t->ndim == 2 ? t->shape[0] : 1;
+  w->cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+  w->data = t->data;
+  if (t->ndim == 1) {
+    w->converted = malloc((size_t)w->cols * sizeof(float));
+    if (!w->converted) {
+      free(w);
+      return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory for '%s'", t->name ? t->name : "?");
+    }
+    for (int64_t i = 0; i < w->cols; i++)
+      w->converted[i] = md_cpu_weight_at(t->data, t->dtype, (size_t)i);
+    w->data = w->converted;
+    w->dtype = MD_DTYPE_F32;
+  }
+  *out = w;
+  return MD_OK;
+}
+
+static void cpu_weight_free(md_kernels *k, md_kweight *w) {
+  (void)k;
+  if (!w) return;
+  free(w->converted);
+  free(w);
+}
+
+/* ---- elementwise and per-row ops ------------------------------------------ */
+
+static void cpu_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const int32_t *tokens,
+                      int64_t n) {
+  cpu_kernels *c = cpu(k);
+  int64_t dim = table->cols;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n > 16)
+  for (int64_t i = 0; i < n; i++) {
+    float *row = x->data + (size_t)(i * dim);
+    size_t base = (size_t)tokens[i] * (size_t)dim;
+    for (int64_t j = 0; j < dim; j++) row[j] = md_cpu_weight_at(table->data, table->dtype, base + (size_t)j);
+  }
+}
+
+/* HF's Qwen2RMSNorm in fp32: variance = mean(x^2); x * rsqrt(variance + eps),
+ * then times the weight. The sum of squares is accumulated in double, a
+ * little more exact than torch's fp32 reduction. */
+static void rmsnorm_row(float *out, const float *x, const float *weight, int64_t dim, float eps) {
+  double sum_sq = 0.0;
+  for (int64_t j = 0; j < dim; j++) sum_sq += (double)x[j] * (double)x[j];
+  float variance = (float)(sum_sq / (double)dim);
+  float inv_rms = 1.0f / sqrtf(variance + eps);
+  for (int64_t j = 0; j < dim; j++) out[j] = weight[j] * (x[j] * inv_rms);
+}
+
+static void cpu_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_kweight *weight,
+                        int64_t n, float eps) {
+  cpu_kernels *c = cpu(k);
+  int64_t dim = weight->cols;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (n > 16)
+  for (int64_t i = 0; i < n; i++)
+    rmsnorm_row(out->data + (size_t)(i * dim), x->data + (size_t)(i * dim), weight->data, dim, eps);
+}
+
+/* inv_freq[i] = 1 / theta^(2i / head_dim) and angle = pos * inv_freq[i], in
+ * float32 exactly as HF's default RoPE (Qwen2RotaryEmbedding) computes them:
+ * at position 1,700 the float32 angle differs from the exact one by ~1e-4,
+ * which a double-precision RoPE would not reproduce. */
+static void rotate_row(float *x, int heads, int head_dim, const float *cos_row, const float *sin_row) {
+  int half = head_dim / 2;
+  for (int h = 0; h < heads; h++) {
+    float *v = x + (size_t)h * (size_t)head_dim;
+    for (int i = 0; i < half; i++) {
+      float x1 = v[i], x2 = v[i + half];
+      v[i] = x1 * cos_row[i] - x2 * sin_row[i];
+      v[i + half] = x2 * cos_row[i] + x1 * sin_row[i];
+    }
+  }
+}
+
+static void cpu_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads,
+                     int n_kv_heads, int head_dim, int64_t pos0, double theta) {
+  cpu_kernels *c = cpu(k);
+  int half = head_dim / 2;
+  float *inv_freq = malloc((size_t)half * 3 * sizeof(float));
+  if (!inv_freq) {
+    defer(c, MD_E_NOMEM);
+    return;
+  }
+  for (int i = 0; i < half; i++)
+    inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
+#pragma omp parallel num_threads(c->threads) if (n > 8)
+  {
+    float cos_row[512], sin_row[512]; /* head_dim <= 1024, checked by the model */
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+      float pos = (float)(pos0 + t);
+      for (int i = 0; i < half; i++) {
+        float angle = pos * inv_freq[i];
+        cos_row[i] = cosf(angle);
+        sin_row[i] = sinf(angle);
+      }
+      rotate_row(q->data + (size_t)(t * n_heads * head_dim), n_heads, head_dim, cos_row, sin_row);
+      rotate_row(kk->data + (size_t)(t * n_kv_heads * head_dim), n_kv_heads, head_dim, cos_row,
+                 sin_row);
+    }
+  }
+  free(inv_freq);
+}
+
+static void cpu_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
+                         const md_attn_shape *s, int64_t pos0, int64_t n) {
+  (void)k;
+  size_t hd = (size_t)s->head_dim, cap = (size_t)s->capacity, nkv = (size_t)s->n_kv_heads;
+  for (int64_t t = 0; t < n; t++)
+    for (size_t g = 0; g < nkv; g++) {
+      size_t src = ((size_t)t * nkv + g) * hd, dst = (g * cap + (size_t)(pos0 + t)) * hd;
+      memcpy(cache->data + dst, key->data + src, hd * sizeof(float));
+      memcpy(cache->data + (nkv * cap * hd) + dst, value->data + src, hd * sizeof(float));
+    }
+}
+
+static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
+                          const md_attn_shape *shape, int64_t pos0, int64_t n,
+                          const md_attn_hook *hook) {
+  cpu_kernels *c = cpu(k);
+  md_status status = md_cpu_attention(c->isa, c->threads, out->data, q->data, cache->data, shape,
+                                      pos0, n, hook);
+  if (status != MD_OK) defer(c, status);
+}
+
+static void cpu_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
+  cpu_kernels *c = cpu(k);
+  size_t chunk = 1 << 14, chunks = (count + chunk - 1) / chunk;
+#pragma omp parallel for num_threads(c->threads) schedule(static) if (chunks > 1)
+  for (size_t i = 0; i < chunks; i++) {
+    size_t begin = i * chunk, len = count - begin < chunk ? count - begin : chunk;
+    md_cpu_silu_mul(c->isa, gate->data + begin, up->data + begin, len);
+  }
+}
+
+static void cpu_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) {
+  (void)k;
+  for (size_t i = 0; i < count; i++) x->data[i] += y->data[i];
+}
+
+/* ---- matrix products -------------------------------------------------------- */
+
+/* Prefill: y = x W^T through cblas_sgemm; F16/BF16 weights are converted to
+ * f32 one tile of rows at a time (the conversion is out*in operations
+ * against 2*n*out*in for the product, negligible at prompt length). */
+static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
+                 const md_kweight *bias, int64_t n) {
+  int64_t rows = w->rows, cols = w->cols;
+  float beta = 0.0f;
+  if (bias) {
+    for (int64_t i = 0; i < n; i++) memcpy(y + i * rows, bias->data, (size_t)rows * sizeof(float));
+    beta = 1.0f;
+  }
+  if (w->dtype == MD_DTYPE_F32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)rows, (int)cols, 1.0f, x,
+                (int)cols, w->data, (int)cols, beta, y, (int)rows);
+    return;
+  }
+  /* Equal tiles: a small last tile would make an inefficient sgemm call. */
+  int64_t max_tile = (int64_t)(MD_GEMM_SCRATCH_FLOATS / (size_t)cols);
+  if (max_tile < 1) max_tile = 1;
+  int64_t tiles = (rows + max_tile - 1) / max_tile, tile = (rows + tiles - 1) / tiles;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    int64_t r1 = r0 + tile < rows ? r0 + tile : rows;
+    md_cpu_rows_to_f32(c->isa, c->threads, c->gemm_scratch, w->data, w->dtype, cols, r0, r1);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)(r1 - r0), (int)cols, 1.0f,
+                x, (int)cols, c->gemm_scratch, (int)cols, beta, y + r0, (int)rows);
+  }
+}
+
+static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
+                       const md_kweight *bias, int64_t n) {
+  cpu_kernels *c = cpu(k);
+  const float *b = bias ? bias->data : NULL;
+  if (n >= MD_GEMM_MIN_ROWS && (size_t)w->cols <= MD_GEMM_SCRATCH_FLOATS) {
+    gemm(c, y->data, x->data, w, bias, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    md_cpu_matvec(c->isa, c->threads, y->data + i * w->rows, w->data, w->dtype, w->rows, w->cols,
+                  x->data + i * w->cols, b);
+}
+
+static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
+                       const md_kweight *norm, const md_kweight *lm_head, float eps) {
+  cpu_kernels *c = cpu(k);
+  size_t dim = (size_t)norm->cols;
+  if (c->row_scratch_n < dim) {
+    float *grown = realloc(c->row_scratch, dim * sizeof(float));
+    if (!grown) {
+      defer(c, MD_E_NOMEM);
+      return;
+    }
+    c->row_scratch = grown;
+    c->row_scratch_n = dim;
+  }
+  rmsnorm_row(c->row_scratch, x->data + (size_t)row * dim, norm->data, (int64_t)dim, eps);
+  md_cpu_matvec(c->isa, c->threads, logits->data, lm_head->data, lm_head->dtype, lm_head->rows,
+                lm_head->cols, c->row_scratch, NULL);
+}
+
+static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
+                            md_error *err) {
+  if (n == 0 || n > v->n)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: argmax over %zu of %zu floats", n, v->n);
+  size_t best = 0;
+  for (size_t i = 1; i < n; i++)
+    if (v->data[i] > v->data[best]) best = i;
+  *index = (int64_t)best;
+  return cpu_sync(k, err);
+}
+
+static void cpu_destroy(md_kernels *k) {
+  cpu_kernels *c = cpu(k);
+  free(c->gemm_scratch);
+  free(c->row_scratch);
+  free(c);
+}
+
+static const md_kernel_ops cpu_ops = {
+  .name = "cpu",
+  .destroy = cpu_destroy,
+  .buf_new = cpu_buf_new,
+  .buf_free = cpu_buf_free,
+  .buf_read = cpu_buf_read,
+  .buf_write = cpu_buf_write,
+  .weight_new = cpu_weight_new,
+  .weight_free = cpu_weight_free,
+  .embed = cpu_embed,
+  .rmsnorm = cpu_rmsnorm,
+  .matmul = cpu_matmul,
+  .rope = cpu_rope,
+  .kv_store = cpu_kv_store,
+  .attention = cpu_attention,
+  .swiglu = cpu_swiglu,
+  .add = cpu_add,
+  .logits = cpu_logits,
+  .argmax = cpu_argmax,
+  .sync = cpu_sync,
+};
+
+md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err) {
+  int threads = options ? options->threads : 0;
+  if (threads < 0)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: thread count %d is negative", threads);
+  cpu_kernels *c = calloc(1, sizeof *c);
+  float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
+  if (!c || !scratch) {
+    free(c);
+    free(scratch);
+    return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory");
+  }
+  c->base.ops = &cpu_ops;
+  c->threads = threads > 0 ? threads : omp_get_num_procs();
+  c->isa = (options && options->portable) ? MD_CPU_ISA_PORTABLE : md_cpu_detect_isa();
+  c->gemm_scratch = scratch;
+  openblas_set_num_threads(c->threads);
+  *k = &c->base;
+  return MD_OK;
+}
+
+const char *md_kernels_cpu_isa(const md_kernels *k) {
+  const cpu_kernels *c = (const cpu_kernels *)k;
+  return c->isa == MD_CPU_ISA_AVX2 ? "avx2" : "portable";
+}

@@ -1,0 +1,49 @@
+/* Internals of the CPU back end, shared by its files and by the kernel tests
+ * and benchmark (which compare the AVX2 and portable paths). Not part of the
+ * collector's interface: the collector sees kernels/kernels.h only. */
+#ifndef MD_KERNELS_CPU_INTERNAL_H
+#define MD_KERNELS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/error.h"
+#include "io/tensor.h"
+#include "kernels/kernels.h"
+
+typedef enum md_cpu_isa {
+  MD_CPU_ISA_PORTABLE = 0, /* plain C, any x86-64 or other CPU */
+  MD_CPU_ISA_AVX2,         /* AVX2 + FMA + F16C */
+} md_cpu_isa;
+
+/* The best instruction set this CPU runs (checked with
+ * __builtin_cpu_supports; the file compiles without -march=native). */
+md_cpu_isa md_cpu_detect_isa(void);
+
+/* y[r] = sum_c W[r, c] * x[c] (+ bias[r]) for r in [0, rows): one row of
+ * activations against a weight matrix in its file dtype, fp32 accumulation,
+ * rows split across `threads` OpenMP threads. bias may be NULL. */
+void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
+                   int64_t rows, int64_t cols, const float *x, const float *bias);
+
+/* dst[(r - r0) * cols + c] = W[r, c] as f32 for r in [r0, r1): the weight
+ * tile a prefill matmul hands to sgemm. */
+void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,
+                        int64_t cols, int64_t r0, int64_t r1);
+
+/* Converts one element of a weight in its file dtype. */
+float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index);
+
+/* In place: x = exp(x - max x) / sum; fp32 like torch.softmax. */
+void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n);
+
+/* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SiLU as torch computes it). */
+void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n);
+
+/* Attention (see md_kernel_ops.attention); scratch is allocated per call.
+ * Returns MD_E_NOMEM when a thread's score tile could not be allocated. */
+md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
+                           const float *cache, const md_attn_shape *shape, int64_t pos0,
+                           int64_t n, const md_attn_hook *hook);
+
+#endif

@@ -1,0 +1,246 @@
+/* Matrix-vector products and weight-tile conversion for F32, F16 and BF16
+ * weights: the decode step's kernels, memory-bound, so each weight byte is
+ * read exactly once and converted in registers.
+ *
+ * bf16 -> f32 is exact: the bf16 bits are the high half of the f32
+ * (`bits << 16`). f16 -> f32 is exact too (F16C's vcvtph2ps, or the
+ * bit-level conversion below). Accumulation is fp32.
+ *
+ * The AVX2 functions carry target attributes, so this file compiles
+ * without -march=native; md_cpu_detect_isa picks the path at run time. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MD_HAVE_X86 1
+#include <immintrin.h>
+#else
+#define MD_HAVE_X86 0
+#endif
+
+/* Matrices smaller than this many elements run on one thread: waking the
+ * team costs more than the work. */
+#define MD_MATVEC_PARALLEL_MIN (1 << 15)
+
+md_cpu_isa md_cpu_detect_isa(void) {
+#if MD_HAVE_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return MD_CPU_ISA_AVX2;
+#endif
+  return MD_CPU_ISA_PORTABLE;
+}
+
+static inline float bf16_to_f32(uint16_t bits) {
+  union { uint32_t u; float f; } v = {.u = (uint32_t)bits << 16};
+  return v.f;
+}
+
+/* IEEE binary16 -> binary32, exact for every input (subnormals, inf, NaN). */
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  union { uint32_t u; float f; } v;
+  if (exponent == 0) {
+    float magnitude = ldexpf((float)mantissa, -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31)
+    v.u = sign | 0x7f800000u | (mantissa << 13);
+  else
+    v.u = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  return v.f;
+}
+
+float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index) {
+  switch (dtype) {
+  case MD_DTYPE_F32: return ((const float *)w)[index];
+  case MD_DTYPE_F16: return f16_to_f32(((const uint16_t *)w)[index]);
+  case MD_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)w)[index]);
+  }
+  return 0.0f;
+}
+
+/* ---- portable C ---------------------------------------------------------- */
+
+/* The rows [r0, r1) are split into four equal quarters and row i of each
+ * quarter is computed together: four long sequential streams through the
+ * matrix (which the hardware prefetchers follow; four adjacent short rows
+ * were ~2x slower for Qwen's 896-wide rows on AMD Zen), and each x element
+ * loaded once for four rows. The remainder rows go one at a time. */
+#define MD_DEFINE_MATVEC_PORTABLE(NAME, TYPE, CONVERT)                                 \
+  static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {               \
+    float s = 0;                                                                       \
+    for (int64_t c = 0; c < cols; c++) s += CONVERT(wr[c]) * x[c];                     \
+    return s;                                                                          \
+  }                                                                                    \
+  static void NAME(float *y, const TYPE *w, const float *x, int64_t r0, int64_t r1,    \
+                   int64_t cols, const float *bias) {                                  \
+    int64_t quarter = (r1 - r0) / 4;                                                   \
+    for (int64_t i = 0; i < quarter; i++) {                                            \
+      int64_t r[4] = {r0 + i, r0 + quarter + i, r0 + 2 * quarter + i, r0 + 3 * quarter + i}; \
+      const TYPE *w0 = w + r[0] * cols, *w1 = w + r[1] * cols;                         \
+      const TYPE *w2 = w + r[2] * cols, *w3 = w + r[3] * cols;                         \
+      float s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                            \
+      for (int64_t c = 0; c < cols; c++) {                                             \
+        float xc = x[c];                                                               \
+        s0 += CONVERT(w0[c]) * xc;                                                     \
+        s1 += CONVERT(w1[c]) * xc;                                                     \
+        s2 += CONVERT(w2[c]) * xc;                                                     \
+        s3 += CONVERT(w3[c]) * xc;                                                     \
+      }                                                                                \
+      float sums[4] = {s0, s1, s2, s3};                                                \
+      for (int j = 0; j < 4; j++) y[r[j]] = sums[j] + (bias ? bias[r[j]] : 0.0f);      \
+    }                                                                                  \
+    for (int64_t r = r0 + 4 * quarter; r < r1; r++)                                    \
+      y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);              \
+  }
+
+#define MD_IDENTITY(v) (v)
+MD_DEFINE_MATVEC_PORTABLE(matvec_f32_portable, float, MD_IDENTITY)
+MD_DEFINE_MATVEC_PORTABLE(matvec_f16_portable, uint16_t, f16_to_f32)
+MD_DEFINE_MATVEC_PORTABLE(matvec_bf16_portable, uint16_t, bf16_to_f32)
+
+/* ---- AVX2 + FMA (+ F16C) ------------------------------------------------- */
+#if MD_HAVE_X86
+#define MD_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+MD_AVX2 static inline __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
+MD_AVX2 static inline __m256 load8_f16(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+MD_AVX2 static inline __m256 load8_bf16(const uint16_t *p) {
+  __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+MD_AVX2 static inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+/* Four rows per step, one from each quarter of [r0, r1) (see the portable
+ * version for why), sixteen columns at a time: eight independent FMA chains
+ * hide the FMA latency, and each x vector is loaded once for four rows. */
+#define MD_DEFINE_MATVEC_AVX2(NAME, TYPE, LOAD8, CONVERT)                               \
+  MD_AVX2 static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {       \
+    int64_t c8 = cols & ~(int64_t)7, c = 0;                                             \
+    __m256 a = _mm256_setzero_ps();                                                     \
+    for (; c < c8; c += 8) a = _mm256_fmadd_ps(LOAD8(wr + c), _mm256_loadu_ps(x + c), a); \
+    float s = hsum8(a);                                                                 \
+    for (; c < cols; c++) s += CONVERT(wr[c]) * x[c];                                   \
+    return s;                                                                           \
+  }                                                                                     \
+  MD_AVX2 static void NAME(float *y, const TYPE *w, const float *x, int64_t r0,         \
+                           int64_t r1, int64_t cols, const float *bias) {               \
+    int64_t c16 = cols & ~(int64_t)15, quarter = (r1 - r0) / 4;                         \
+    for (int64_t i = 0; i < quarter; i++) {                                             \
+      int64_t r[4] = {r0 + i, r0 + quarter + i, r0 + 2 * quarter + i, r0 + 3 * quarter + i}; \
+      const TYPE *w0 = w + r[0] * cols, *w1 = w + r[1] * cols;                          \
+      const TYPE *w2 = w + r[2] * cols, *w3 = w + r[3] * cols;                          \
+      __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;                       \
+      __m256 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                        \
+      for (int64_t c = 0; c < c16; c += 16) {                                           \
+        __m256 xl = _mm256_loadu_ps(x + c), xh = _mm256_loadu_ps(x + c + 8);            \
+        a0 = _mm256_fmadd_ps(LOAD8(w0 + c), xl, a0);                                    \
+        b0 = _mm256_fmadd_ps(LOAD8(w0 + c + 8), xh, b0);                                \
+        a1 = _mm256_fmadd_ps(LOAD8(w1 + c), xl, a1);                                    \
+        b1 = _mm256_fmadd_ps(LOAD8(w1 + c + 8), xh, b1);                                \
+        a2 = _mm256_fmadd_ps(LOAD8(w2 + c), xl, a2);                                    \
+        b2 = _mm256_fmadd_ps(LOAD8(w2 + c + 8), xh, b2);                                \
+        a3 = _mm256_fmadd_ps(LOAD8(w3 + c), xl, a3);                                    \
+        b3 = _mm256_fmadd_ps(LOAD8(w3 + c + 8), xh, b3);                                \
+      }                                                                                 \
+      float sums[4] = {hsum8(_mm256_add_ps(a0, b0)), hsum8(_mm256_add_ps(a1, b1)),      \
+                       hsum8(_mm256_add_ps(a2, b2)), hsum8(_mm256_add_ps(a3, b3))};     \
+      const TYPE *rows[4] = {w0, w1, w2, w3};                                           \
+      for (int j = 0; j < 4; j++) {                                                     \
+        for (int64_t c = c16; c < cols; c++) sums[j] += CONVERT(rows[j][c]) * x[c];     \
+        y[r[j]] = sums[j] + (bias ? bias[r[j]] : 0.0f);                                 \
+      }                                                                                 \
+    }                                                                                   \
+    for (int64_t r = r0 + 4 * quarter; r < r1; r++)                                     \
+      y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);               \
+  }
+
+MD_DEFINE_MATVEC_AVX2(matvec_f32_avx2, float, load8_f32, MD_IDENTITY)
+MD_DEFINE_MATVEC_AVX2(matvec_f16_avx2, uint16_t, load8_f16, f16_to_f32)
+MD_DEFINE_MATVEC_AVX2(matvec_bf16_avx2, uint16_t, load8_bf16, bf16_to_f32)
+
+MD_AVX2 static void rows_to_f32_avx2(float *dst, const uint16_t *src, size_t count, md_dtype dtype) {
+  size_t i = 0;
+  if (dtype == MD_DTYPE_BF16)
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, load8_bf16(src + i));
+  else
+    for (; i + 8 <= count; i += 8) _mm256_storeu_ps(dst + i, load8_f16(src + i));
+  for (; i < count; i++) dst[i] = md_cpu_weight_at(src, dtype, i);
+}
+#endif /* MD_HAVE_X86 */
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+typedef void (*matvec_fn)(float *, const void *, const float *, int64_t, int64_t, int64_t,
+                          const float *);
+
+static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
+#if MD_HAVE_X86
+  if (isa == MD_CPU_ISA_AVX2) {
+    switch (dtype) {
+    case MD_DTYPE_F32: return (matvec_fn)matvec_f32_avx2;
+    case MD_DTYPE_F16: return (matvec_fn)matvec_f16_avx2;
+    case MD_DTYPE_BF16: return (matvec_fn)matvec_bf16_avx2;
+    }
+  }
+#else
+  (void)isa;
+#endif
+  switch (dtype) {
+  case MD_DTYPE_F32: return (matvec_fn)matvec_f32_portable;
+  case MD_DTYPE_F16: return (matvec_fn)matvec_f16_portable;
+  case MD_DTYPE_BF16: return (matvec_fn)matvec_bf16_portable;
+  }
+  return (matvec_fn)matvec_f32_portable;
+}
+
+void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
+                   int64_t rows, int64_t cols, const float *x, const float *bias) {
+  matvec_fn kernel = pick_matvec(isa, dtype);
+  int team = rows * cols >= MD_MATVEC_PARALLEL_MIN ? threads : 1;
+#pragma omp parallel num_threads(team)
+  {
+    /* One contiguous slice of rows per thread, each streamed on its own. */
+    int64_t nthreads = omp_get_num_threads(), t = omp_get_thread_num();
+    int64_t per = (rows + nthreads - 1) / nthreads, r0 = t * per, r1 = r0 + per;
+    if (r1 > rows) r1 = rows;
+    if (r0 < r1) kernel(y, w, x, r0, r1, cols, bias);
+  }
+}
+
+void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,
+                        int64_t cols, int64_t r0, int64_t r1) {
+  size_t row_bytes = (size_t)cols * (dtype == MD_DTYPE_F32 ? 4u : 2u);
+  if (dtype == MD_DTYPE_F32) {
+    memcpy(dst, (const char *)w + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t r = r0; r < r1; r++) {
+    const uint16_t *src = (const uint16_t *)((const char *)w + (size_t)r * row_bytes);
+    float *out = dst + (size_t)(r - r0) * (size_t)cols;
+#if MD_HAVE_X86
+    if (isa == MD_CPU_ISA_AVX2) {
+      rows_to_f32_avx2(out, src, (size_t)cols, dtype);
+      continue;
+    }
+#else
+    (void)isa;
+#endif
+    for (int64_t c = 0; c < cols; c++) out[c] = md_cpu_weight_at(src, dtype, (size_t)c);
+  }
+}

@@ -1,0 +1,115 @@
+/* Elementwise fp32 maths: softmax and SiLU. The AVX2 exp is the Cephes
+ * single-precision algorithm (S. L. Moshier, Cephes Math Library, expf.c):
+ * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 split into two
+ * parts for exactness, exp(r) by a degree-6 polynomial; within 2 ulp of
+ * the correctly rounded value over the normal range, like the SLEEF exp that
+ * torch uses on the CPU. The portable path calls libm's expf. */
+#include <math.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MD_HAVE_X86 1
+#include <immintrin.h>
+#define MD_AVX2 __attribute__((target("avx2,fma,f16c")))
+#else
+#define MD_HAVE_X86 0
+#endif
+
+#if MD_HAVE_X86
+MD_AVX2 static inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
+  const __m256 lo = _mm256_set1_ps(-87.3365447504f); /* ln(FLT_MIN): below it, 0 */
+  __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  __m256 v = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
+  __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f),
+                                             _mm256_set1_ps(0.5f)));
+  v = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
+  v = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), v);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(v, v), v);
+  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  result = _mm256_andnot_ps(underflow, result);
+  return _mm256_blendv_ps(result, x, is_nan);
+}
+
+MD_AVX2 static void softmax_avx2(float *x, int64_t n) {
+  int64_t n8 = n & ~(int64_t)7, i;
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  for (i = 0; i < n8; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  float lanes[8], max = -INFINITY;
+  _mm256_storeu_ps(lanes, vmax);
+  for (int l = 0; l < 8; l++) max = lanes[l] > max ? lanes[l] : max;
+  for (; i < n; i++) max = x[i] > max ? x[i] : max;
+
+  __m256 vsum = _mm256_setzero_ps(), shift = _mm256_set1_ps(max);
+  for (i = 0; i < n8; i += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_storeu_ps(lanes, vsum);
+  float sum = 0.0f;
+  for (int l = 0; l < 8; l++) sum += lanes[l];
+  for (; i < n; i++) {
+    x[i] = expf(x[i] - max);
+    sum += x[i];
+  }
+  __m256 inv = _mm256_set1_ps(1.0f / sum);
+  for (i = 0; i < n8; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; i++) x[i] *= 1.0f / sum;
+}
+
+MD_AVX2 static void silu_mul_avx2(float *gate, const float *up, size_t n) {
+  size_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+#endif
+
+static void softmax_portable(float *x, int64_t n) {
+  float max = -INFINITY, sum = 0.0f;
+  for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = expf(x[i] - max);
+    sum += x[i];
+  }
+  float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n) {
+#if MD_HAVE_X86
+  if (isa == MD_CPU_ISA_AVX2) {
+    softmax_avx2(x, n);
+    return;
+  }
+#endif
+  (void)isa;
+  softmax_portable(x, n);
+}
+
+void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n) {
+#if MD_HAVE_X86
+  if (isa == MD_CPU_ISA_AVX2) {
+    silu_mul_avx2(gate, up, n);
+    return;
+  }
+#endif
+  (void)isa;
+  for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}

@@ -1,0 +1,145 @@
+/* The compute interface between the model code (collector/) and a back end
+ * (kernels/cpu, later kernels/cuda). The collector never calls BLAS or CUDA
+ * itself: it calls the operations below through a back end's ops table.
+ *
+ * Memory. Activations live in opaque buffers (md_kbuf) owned by the back end:
+ * plain float arrays on the CPU, device memory on a GPU. The model code never
+ * dereferences them; it reads results back with buf_read. Weights are
+ * prepared once with weight_new (md_kweight): the CPU back end keeps a view
+ * of the memory-mapped tensor in its file dtype (F32, F16 or BF16); a GPU
+ * back end would upload it. All activations are float32, row-major.
+ *
+ * Shapes. A "row" is one token. A matrix of n rows and d columns is n*d
+ * consecutive floats. Weight matrices are [out, in] row-major as in the
+ * checkpoint; matmul computes y = x W^T + b.
+ *
+ * KV cache. One buffer per layer holding keys then values, head-major:
+ *   [2][n_kv_heads][capacity][head_dim] floats,
+ * so the keys of one KV head are a contiguous [capacity, head_dim] matrix.
+ * Its size per token is layers * 2 * n_kv_heads * head_dim * 4 bytes
+ * (Qwen2.5-0.5B: 24 * 2 * 2 * 64 * 4 = 24 KiB per token).
+ *
+ * Errors. Compute operations return nothing: a back end records the first
+ * failure (a device error, or scratch memory it could not allocate) and
+ * reports it from sync, and from buf_read and argmax, which synchronise.
+ * Callers check sync once per forward step.
+ *
+ * Threads. One back end instance runs one operation at a time (it owns
+ * scratch memory); use one instance per concurrent model run. */
+#ifndef MD_KERNELS_KERNELS_H
+#define MD_KERNELS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/error.h"
+#include "io/tensor.h"
+
+typedef struct md_kernels md_kernels; /* a back end instance */
+typedef struct md_kbuf md_kbuf;       /* float32 activations, back-end memory */
+typedef struct md_kweight md_kweight; /* a weight tensor prepared for the back end */
+
+/* The attention hook: called with the softmax weights that one query row of
+ * one (layer, head) has just put on the keys 0 .. n_keys-1 (n_keys =
+ * query_pos + 1, causal). The weights are fp32 and sum to 1; the pointer is
+ * valid only during the call. Calls are never concurrent (a back end that
+ * computes heads in parallel serialises them) but their order across heads
+ * and query rows within one attention call is unspecified, so consumers
+ * accumulate (sum, max) rather than rely on order. One attention call covers
+ * one layer, and the forward pass runs the layers in order, so every call for
+ * layer l comes before any for layer l + 1 (a max over heads can be folded
+ * into a per-layer buffer). Prefill calls it once per (layer, head, prompt
+ * row), decode once per (layer, head). A NULL hook costs one pointer test
+ * per row. */
+typedef struct md_attn_hook {
+  void (*on_row)(void *ctx, int layer, int head, int64_t query_pos,
+                 const float *weights, int64_t n_keys);
+  void *ctx;
+} md_attn_hook;
+
+/* What an attention call needs to know about the model and the cache. */
+typedef struct md_attn_shape {
+  int layer;          /* reported to the hook */
+  int n_heads;        /* query heads */
+  int n_kv_heads;     /* query head h reads KV head h / (n_heads / n_kv_heads) */
+  int head_dim;
+  int64_t capacity;   /* positions held by each layer's cache buffer */
+} md_attn_shape;
+
+typedef struct md_kernel_ops {
+  const char *name; /* "cpu", "cuda" */
+  void (*destroy)(md_kernels *k);
+
+  /* --- memory ------------------------------------------------------------ */
+  /* A zero-filled buffer of n floats. */
+  md_status (*buf_new)(md_kernels *k, size_t n, md_kbuf **buf, md_error *err);
+  void (*buf_free)(md_kernels *k, md_kbuf *buf);
+  /* Copies floats [offset, offset + n) of buf to host memory. */
+  md_status (*buf_read)(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
+                        float *dst, md_error *err);
+  /* Copies n host floats into buf at [offset, offset + n). */
+  md_status (*buf_write)(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
+                         const float *src, md_error *err);
+  /* Prepares a 1-D (norm weight, bias) or 2-D ([out, in] matrix, embedding)
+   * tensor. The tensor's memory must outlive the weight. */
+  md_status (*weight_new)(md_kernels *k, const md_tensor *t, md_kweight **w, md_error *err);
+  void (*weight_free)(md_kernels *k, md_kweight *w);
+
+  /* --- compute ----------------------------------------------------------- */
+  /* x[i, :] = table[tokens[i], :] converted to f32; x is [n, dim]. Token ids
+   * must already be validated (0 <= id < rows of table). */
+  void (*embed)(md_kernels *k, md_kbuf *x, const md_kweight *table,
+                const int32_t *tokens, int64_t n);
+  /* out[i, :] = x[i, :] / sqrt(mean(x[i, :]^2) + eps) * weight, in fp32;
+   * x and out are [n, dim] with dim = length of weight; out may be x. */
+  void (*rmsnorm)(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_kweight *weight,
+                  int64_t n, float eps);
+  /* y = x W^T + bias: x [n, in], W [out, in] (F32/F16/BF16), bias [out] or
+   * NULL, y [n, out]. n = 1 is the decode matrix-vector product, n > 1 the
+   * prefill matrix-matrix product. */
+  void (*matmul)(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
+                 const md_kweight *bias, int64_t n);
+  /* Rotary embedding, "rotate_half" (NeoX) layout, in place on the queries
+   * q [n, n_heads * head_dim] and keys kk [n, n_kv_heads * head_dim] of the
+   * positions pos0 .. pos0 + n - 1: element j pairs with j + head_dim / 2,
+   * angle = pos * theta^(-2j / head_dim), computed in float32 as HF does. */
+  void (*rope)(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads,
+               int n_kv_heads, int head_dim, int64_t pos0, double theta);
+  /* Writes the keys and values [n, n_kv_heads * head_dim] of positions
+   * pos0 .. pos0 + n - 1 into one layer's cache buffer. */
+  void (*kv_store)(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
+                   const md_attn_shape *shape, int64_t pos0, int64_t n);
+  /* Causal GQA attention of the queries q [n, n_heads * head_dim] at
+   * positions pos0 .. pos0 + n - 1 against the cache (which must already
+   * hold positions 0 .. pos0 + n - 1): out [n, n_heads * head_dim]. Scores
+   * are q.k / sqrt(head_dim), softmax in fp32. n > 1 is prefill, n = 1 the
+   * decode step. Memory is O(n * head_dim) per head: no n x n matrix. hook
+   * may be NULL. */
+  void (*attention)(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
+                    const md_attn_shape *shape, int64_t pos0, int64_t n,
+                    const md_attn_hook *hook);
+  /* gate = silu(gate) * up, elementwise over count floats (SwiGLU). */
+  void (*swiglu)(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count);
+  /* x += y over count floats (the residual stream). */
+  void (*add)(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count);
+  /* logits [vocab] = lm_head(rmsnorm(x[row, :], norm, eps)): the final norm
+   * and LM head for one row of the hidden states x. */
+  void (*logits)(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
+                 const md_kweight *norm, const md_kweight *lm_head, float eps);
+  /* The index of the first largest of v[0 .. n-1] (greedy decoding). */
+  md_status (*argmax)(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index, md_error *err);
+  /* Waits for queued work; reports a deferred device failure. */
+  md_status (*sync)(md_kernels *k, md_error *err);
+} md_kernel_ops;
+
+/* Every back end instance starts with this header. */
+struct md_kernels {
+  const md_kernel_ops *ops;
+};
+
+/* Releases a back end made by md_kernels_cpu_new (or another back end). */
+static inline void md_kernels_free(md_kernels *k) {
+  if (k) k->ops->destroy(k);
+}
+
+#endif

@@ -1,0 +1,438 @@
+/* The CPU back end's kernels against double-precision evaluations of their
+ * definitions (written out below), on both instruction-set paths (AVX2 where
+ * the CPU has it, and the portable C), for every weight dtype, with shapes
+ * that leave remainders in every loop. Weight bits are converted for the
+ * references by io/tensor's md_bf16_to_f32 / md_f16_to_f32, independent code
+ * from the kernels' own conversions. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/tensor.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_internal.h"
+#include "tests/test_util.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t next_u32(void) { /* xorshift64* */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
+}
+
+static float uniform(float lo, float hi) {
+  return lo + (hi - lo) * (float)(next_u32() >> 8) / (float)(1u << 24);
+}
+
+/* A random weight of the given dtype, magnitude ~2^-6 .. 2^1, and its value. */
+static double random_weight(void *w, md_dtype dtype, size_t i) {
+  if (dtype == MD_DTYPE_F32) {
+    ((float *)w)[i] = uniform(-1.0f, 1.0f);
+    return ((float *)w)[i];
+  }
+  uint16_t bits;
+  if (dtype == MD_DTYPE_BF16) {
+    bits = (uint16_t)((next_u32() & 0x8000u) | ((121u + next_u32() % 8) << 7) | (next_u32() & 0x7fu));
+    ((uint16_t *)w)[i] = bits;
+    return md_bf16_to_f32(bits);
+  }
+  uint32_t r = next_u32();
+  if (r % 97 == 0) bits = (uint16_t)(r & 0x83ffu); /* zero or subnormal */
+  else bits = (uint16_t)((r & 0x8000u) | ((9u + (r >> 16) % 8) << 10) | ((r >> 4) & 0x3ffu));
+  ((uint16_t *)w)[i] = bits;
+  return md_f16_to_f32(bits);
+}
+
+static const md_dtype DTYPES[] = {MD_DTYPE_F32, MD_DTYPE_F16, MD_DTYPE_BF16};
+
+/* y = W x + b: within 1e-5 of sum |w x| (fp32 accumulation of up to 4k terms). */
+static void test_matvec(md_cpu_isa isa) {
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 16}, {13, 37}, {9, 2049}, {64, 4099}, {1031, 96}};
+  for (size_t d = 0; d < 3; d++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      int64_t rows = shapes[s][0], cols = shapes[s][1];
+      md_dtype dtype = DTYPES[d];
+      void *w = malloc((size_t)(rows * cols) * 4);
+      double *wv = malloc((size_t)(rows * cols) * sizeof(double));
+      float *x = malloc((size_t)cols * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
+      float *y = malloc((size_t)rows * sizeof(float));
+      for (int64_t i = 0; i < rows * cols; i++) wv[i] = random_weight(w, dtype, (size_t)i);
+      for (int64_t c = 0; c < cols; c++) x[c] = uniform(-2.0f, 2.0f);
+      for (int64_t r = 0; r < rows; r++) bias[r] = uniform(-1.0f, 1.0f);
+      for (int threads = 1; threads <= 3; threads += 2) {
+        md_cpu_matvec(isa, threads, y, w, dtype, rows, cols, x, (s % 2) ? bias : NULL);
+        for (int64_t r = 0; r < rows; r++) {
+          double want = (s % 2) ? bias[r] : 0.0, scale = fabs(want);
+          for (int64_t c = 0; c < cols; c++) {
+            want += wv[r * cols + c] * x[c];
+            scale += fabs(wv[r * cols + c] * x[c]);
+          }
+          CHECK_MSG(fabs(y[r] - want) <= 1e-5 * scale + 1e-30,
+                    "matvec %s isa %d [%lld x %lld] row %lld: %.9g vs %.9g", md_dtype_name(dtype),
+                    (int)isa, (long long)rows, (long long)cols, (long long)r, y[r], want);
+        }
+      }
+      free(w);
+      free(wv);
+      free(x);
+      free(bias);
+      free(y);
+    }
+}
+
+/* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max). */
+static void test_softmax(md_cpu_isa isa) {
+  const int64_t sizes[] = {1, 5, 8, 9, 100, 1000};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    int64_t n = sizes[s];
+    float *x = malloc((size_t)n * sizeof(float));
+    double *want = malloc((size_t)n * sizeof(double)), max = -INFINITY, sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+      x[i] = uniform(-40.0f, 40.0f);
+      if (i == n / 2) x[i] = -200.0f; /* underflows to 0 */
+      max = fmax(max, x[i]);
+    }
+    for (int64_t i = 0; i < n; i++) sum += want[i] = exp((double)x[i] - max);
+    md_cpu_softmax(isa, x, n);
+    for (int64_t i = 0; i < n; i++)
+      CHECK_MSG(fabs(x[i] - want[i] / sum) <= 1e-6 * want[i] / sum + 1e-12,
+                "softmax isa %d n %lld [%lld]: %.9g vs %.9g", (int)isa, (long long)n, (long long)i,
+                x[i], want[i] / sum);
+    free(x);
+    free(want);
+  }
+}
+
+/* silu(g) * u = g / (1 + exp(-g)) * u, including exp's overflow and underflow. */
+static void test_silu(md_cpu_isa isa) {
+  enum { N = 1003 };
+  float gate[N], up[N];
+  double want[N];
+  const float edges[] = {0.0f, -88.0f, -90.0f, -200.0f, 88.0f, 89.0f, 200.0f, 1e-3f, -1e-3f};
+  for (int i = 0; i < N; i++) {
+    gate[i] = i < 9 ? edges[i] : uniform(-30.0f, 30.0f);
+    up[i] = uniform(-2.0f, 2.0f);
+    want[i] = (double)gate[i] / (1.0 + exp(-(double)gate[i])) * up[i];
+  }
+  md_cpu_silu_mul(isa, gate, up, N);
+  for (int i = 0; i < N; i++)
+    CHECK_MSG(fabs(gate[i] - want[i]) <= 1e-6 * fabs(want[i]) + 1e-30,
+              "silu isa %d [%d]: %.9g vs %.9g", (int)isa, i, gate[i], want[i]);
+}
+
+/* ---- through the ops table ---------------------------------------------------- */
+
+static md_kbuf *upload(md_kernels *k, const float *data, size_t n) {
+  md_kbuf *buf = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, n, &buf, &err) == MD_OK);
+  CHECK(k->ops->buf_write(k, buf, 0, n, data, &err) == MD_OK);
+  return buf;
+}
+
+static float *download(md_kernels *k, const md_kbuf *buf, size_t n) {
+  float *out = malloc(n * sizeof(float));
+  md_error err;
+  CHECK(k->ops->buf_read(k, buf, 0, n, out, &err) == MD_OK);
+  return out;
+}
+
+static md_kweight *weight(md_kernels *k, md_tensor *t, const void *data, md_dtype dtype,
+                          int64_t rows, int64_t cols) {
+  memset(t, 0, sizeof *t);
+  t->name = "test.weight";
+  t->dtype = dtype;
+  t->ndim = rows ? 2 : 1;
+  t->shape[0] = rows ? rows : cols;
+  t->shape[1] = cols;
+  t->data = data;
+  md_kweight *w = NULL;
+  md_error err;
+  CHECK(k->ops->weight_new(k, t, &w, &err) == MD_OK);
+  return w;
+}
+
+/* The prefill product (sgemm on converted tiles; two tiles for the largest
+ * case) and the small-n path, with bias, against double sums. */
+static void test_matmul(md_kernels *k) {
+  const int64_t cases[][3] = {{1, 24, 40}, {3, 17, 33}, {5, 64, 96}, {40, 130, 70}, {5, 2100, 2048}};
+  for (size_t d = 0; d < 3; d++)
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+      int64_t n = cases[s][0], rows = cases[s][1], cols = cases[s][2];
+      md_dtype dtype = DTYPES[d];
+      void *wdata = malloc((size_t)(rows * cols) * 4);
+      double *wv = malloc((size_t)(rows * cols) * sizeof(double));
+      float *x = malloc((size_t)(n * cols) * sizeof(float)), *b = malloc((size_t)rows * sizeof(float));
+      for (int64_t i = 0; i < rows * cols; i++) wv[i] = random_weight(wdata, dtype, (size_t)i);
+      for (int64_t i = 0; i < n * cols; i++) x[i] = uniform(-1.0f, 1.0f);
+      for (int64_t i = 0; i < rows; i++) b[i] = uniform(-1.0f, 1.0f);
+      md_tensor wt, bt;
+      md_kweight *w = weight(k, &wt, wdata, dtype, rows, cols), *bias = weight(k, &bt, b, MD_DTYPE_F32, 0, rows);
+      md_kbuf *xb = upload(k, x, (size_t)(n * cols)), *yb = NULL;
+      md_error err;
+      CHECK(k->ops->buf_new(k, (size_t)(n * rows), &yb, &err) == MD_OK);
+      k->ops->matmul(k, yb, xb, w, bias, n);
+      float *y = download(k, yb, (size_t)(n * rows));
+      double worst = 0.0;
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t r = 0; r < rows; r++) {
+          double want = b[r], scale = fabs(want);
+          for (int64_t c = 0; c < cols; c++) {
+            want += wv[r * cols + c] * x[i * cols + c];
+            scale += fabs(wv[r * cols + c] * x[i * cols + c]);
+          }
+          worst = fmax(worst, fabs(y[i * rows + r] - want) / scale);
+        }
+      CHECK_MSG(worst <= 1e-5, "matmul %s n %lld [%lld x %lld]: relative error %g", md_dtype_name(dtype),
+                (long long)n, (long long)rows, (long long)cols, worst);
+      free(y);
+      k->ops->buf_free(k, xb);
+      k->ops->buf_free(k, yb);
+      k->ops->weight_free(k, w);
+      k->ops->weight_free(k, bias);
+      free(wdata);
+      free(wv);
+      free(x);
+      free(b);
+    }
+}
+
+/* rmsnorm, embedding rows, SwiGLU, residual add, argmax, buffer bounds. */
+static void test_elementwise(md_kernels *k) {
+  enum { N = 3, DIM = 37 };
+  float x[N * DIM], gamma[DIM];
+  for (int i = 0; i < N * DIM; i++) x[i] = uniform(-3.0f, 3.0f);
+  for (int i = 0; i < DIM; i++) gamma[i] = uniform(0.5f, 1.5f);
+  md_tensor gt;
+  md_kweight *g = weight(k, &gt, gamma, MD_DTYPE_F32, 0, DIM);
+  md_kbuf *xb = upload(k, x, N * DIM);
+  k->ops->rmsnorm(k, xb, xb, g, N, 1e-6f);
+  float *y = download(k, xb, N * DIM);
+  for (int i = 0; i < N; i++) {
+    double ss = 0.0;
+    for (int j = 0; j < DIM; j++) ss += (double)x[i * DIM + j] * x[i * DIM + j];
+    for (int j = 0; j < DIM; j++) {
+      double want = x[i * DIM + j] / sqrt(ss / DIM + 1e-6) * gamma[j];
+      CHECK_MSG(fabs(y[i * DIM + j] - want) <= 1e-6 * fabs(want) + 1e-7, "rmsnorm [%d,%d]", i, j);
+    }
+  }
+  free(y);
+
+  /* embedding rows are exact conversions, for every dtype */
+  for (size_t d = 0; d < 3; d++) {
+    uint32_t table[11 * DIM];
+    double values[11 * DIM];
+    for (int i = 0; i < 11 * DIM; i++) values[i] = random_weight(table, DTYPES[d], (size_t)i);
+    md_tensor tt;
+    md_kweight *tw = weight(k, &tt, table, DTYPES[d], 11, DIM);
+    int32_t tokens[N] = {10, 0, 4};
+    k->ops->embed(k, xb, tw, tokens, N);
+    float *e = download(k, xb, N * DIM);
+    for (int i = 0; i < N; i++)
+      for (int j = 0; j < DIM; j++) CHECK(e[i * DIM + j] == (float)values[tokens[i] * DIM + j]);
+    free(e);
+    k->ops->weight_free(k, tw);
+  }
+
+  float up[N * DIM], gate[N * DIM];
+  for (int i = 0; i < N * DIM; i++) {
+    up[i] = uniform(-1, 1);
+    gate[i] = uniform(-5, 5);
+  }
+  md_kbuf *ub = upload(k, up, N * DIM), *gb = upload(k, gate, N * DIM);
+  k->ops->swiglu(k, gb, ub, N * DIM);
+  k->ops->add(k, gb, ub, N * DIM);
+  float *s = download(k, gb, N * DIM);
+  for (int i = 0; i < N * DIM; i++) {
+    double want = gate[i] / (1.0 + exp(-(double)gate[i])) * up[i] + up[i];
+    CHECK_MSG(fabs(s[i] - want) <= 1e-6 * fabs(want) + 1e-7, "swiglu+add [%d]", i);
+  }
+  free(s);
+
+  float ties[6] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 3.0f};
+  md_kbuf *tb = upload(k, ties, 6);
+  int64_t index = -1;
+  md_error err;
+  CHECK(k->ops->argmax(k, tb, 6, &index, &err) == MD_OK && index == 1); /* first of the ties */
+  CHECK(k->ops->argmax(k, tb, 7, &index, &err) == MD_E_INVALID);
+  float out[4];
+  CHECK(k->ops->buf_read(k, tb, 4, 3, out, &err) == MD_E_INVALID);
+  CHECK(strstr(err.message, "read of [4, 7) from a buffer of 6 floats") != NULL);
+  CHECK(k->ops->buf_write(k, tb, 5, 2, out, &err) == MD_E_INVALID);
+  md_tensor bad = {.name = "three.d", .dtype = MD_DTYPE_F32, .ndim = 3, .shape = {1, 1, 1}, .data = ties};
+  md_kweight *bw = NULL;
+  CHECK(k->ops->weight_new(k, &bad, &bw, &err) == MD_E_UNSUPPORTED);
+  CHECK(strstr(err.message, "tensor 'three.d' has 3 dimensions") != NULL);
+  k->ops->buf_free(k, tb);
+  k->ops->buf_free(k, ub);
+  k->ops->buf_free(k, gb);
+  k->ops->buf_free(k, xb);
+  k->ops->weight_free(k, g);
+}
+
+/* RoPE: x'_j = x_j cos(a_j) - x_{j+d/2} sin(a_j), x'_{j+d/2} = x_{j+d/2} cos(a_j) +
+ * x_j sin(a_j), a_j = pos * theta^(-2j/d), for queries and keys alike. */
+static void test_rope(md_kernels *k) {
+  enum { N = 5, H = 3, KV = 1, D = 16 };
+  const int64_t pos0 = 7;
+  const double theta = 10000.0;
+  float q[N * H * D], kk[N * KV * D];
+  for (int i = 0; i < N * H * D; i++) q[i] = uniform(-1, 1);
+  for (int i = 0; i < N * KV * D; i++) kk[i] = uniform(-1, 1);
+  md_kbuf *qb = upload(k, q, N * H * D), *kb = upload(k, kk, N * KV * D);
+  k->ops->rope(k, qb, kb, N, H, KV, D, pos0, theta);
+  float *qr = download(k, qb, N * H * D), *kr = download(k, kb, N * KV * D);
+  for (int t = 0; t < N; t++)
+    for (int h = 0; h < H + KV; h++)
+      for (int j = 0; j < D / 2; j++) {
+        const float *in = h < H ? q + (t * H + h) * D : kk + (t * KV + h - H) * D;
+        const float *got = h < H ? qr + (t * H + h) * D : kr + (t * KV + h - H) * D;
+        double angle = (double)(pos0 + t) * pow(theta, -2.0 * j / D);
+        double a = in[j] * cos(angle) - in[j + D / 2] * sin(angle);
+        double b = in[j + D / 2] * cos(angle) + in[j] * sin(angle);
+        CHECK_MSG(fabs(got[j] - a) <= 1e-5 && fabs(got[j + D / 2] - b) <= 1e-5,
+                  "rope t %d head %d j %d", t, h, j);
+      }
+  free(qr);
+  free(kr);
+  k->ops->buf_free(k, qb);
+  k->ops->buf_free(k, kb);
+}
+
+/* ---- attention ------------------------------------------------------------------- */
+
+enum { AH = 4, AKV = 2, AD = 16, ACAP = 160 };
+
+typedef struct hook_log {
+  double *weights; /* [AH][ACAP][ACAP]: row of query position p for head h */
+  int64_t calls, bad;
+} hook_log;
+
+static void log_row(void *ctx, int layer, int head, int64_t pos, const float *w, int64_t n_keys) {
+  hook_log *log = ctx;
+  log->calls++;
+  if (layer != 3 || n_keys != pos + 1 || head < 0 || head >= AH || pos >= ACAP) {
+    log->bad++;
+    return;
+  }
+  for (int64_t j = 0; j < n_keys; j++) log->weights[((size_t)head * ACAP + pos) * ACAP + j] = w[j];
+}
+
+/* out_h(p) = sum_{j <= p} softmax_j(q_h(p) . k_g(j) / sqrt(d)) v_g(j), g = h / (H / KV). */
+static void attention_reference(const float *q_all, const float *keys, const float *values,
+                                int64_t total, double *out, double *weights) {
+  for (int64_t p = 0; p < total; p++)
+    for (int h = 0; h < AH; h++) {
+      int g = h / (AH / AKV);
+      const float *q = q_all + (p * AH + h) * AD;
+      double s[ACAP], max = -INFINITY, sum = 0.0;
+      for (int64_t j = 0; j <= p; j++) {
+        s[j] = 0.0;
+        for (int e = 0; e < AD; e++) s[j] += (double)q[e] * keys[(j * AKV + g) * AD + e];
+        s[j] /= sqrt((double)AD);
+        max = fmax(max, s[j]);
+      }
+      for (int64_t j = 0; j <= p; j++) sum += s[j] = exp(s[j] - max);
+      for (int e = 0; e < AD; e++) out[(p * AH + h) * AD + e] = 0.0;
+      for (int64_t j = 0; j <= p; j++) {
+        weights[((size_t)h * ACAP + p) * ACAP + j] = s[j] / sum;
+        for (int e = 0; e < AD; e++)
+          out[(p * AH + h) * AD + e] += s[j] / sum * values[(j * AKV + g) * AD + e];
+      }
+    }
+}
+
+/* Prefill of 150 rows (tiles of 64, 64 and 22 rows), a decode step, then a
+ * chunk of 5 more rows: outputs and hook rows against the reference. */
+static void test_attention(md_kernels *k) {
+  const int64_t chunks[][2] = {{0, 150}, {150, 1}, {151, 5}};
+  const int64_t total = 156;
+  float *q = malloc(total * AH * AD * sizeof(float));
+  float *keys = malloc(total * AKV * AD * sizeof(float)), *values = malloc(total * AKV * AD * sizeof(float));
+  for (int64_t i = 0; i < total * AH * AD; i++) q[i] = uniform(-2.5f, 2.5f);
+  for (int64_t i = 0; i < total * AKV * AD; i++) {
+    keys[i] = uniform(-1, 1);
+    values[i] = uniform(-1, 1);
+  }
+  double *want = malloc(total * AH * AD * sizeof(double));
+  double *want_w = calloc((size_t)AH * ACAP * ACAP, sizeof(double));
+  attention_reference(q, keys, values, total, want, want_w);
+
+  hook_log log = {.weights = calloc((size_t)AH * ACAP * ACAP, sizeof(double))};
+  md_attn_hook hook = {.on_row = log_row, .ctx = &log};
+  md_attn_shape shape = {.layer = 3, .n_heads = AH, .n_kv_heads = AKV, .head_dim = AD, .capacity = ACAP};
+  md_kbuf *cache = NULL, *out = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, 2 * AKV * ACAP * AD, &cache, &err) == MD_OK);
+  CHECK(k->ops->buf_new(k, 150 * AH * AD, &out, &err) == MD_OK);
+  double worst_out = 0.0;
+  for (size_t c = 0; c < 3; c++) {
+    int64_t pos0 = chunks[c][0], n = chunks[c][1];
+    md_kbuf *qb = upload(k, q + pos0 * AH * AD, (size_t)(n * AH * AD));
+    md_kbuf *kb = upload(k, keys + pos0 * AKV * AD, (size_t)(n * AKV * AD));
+    md_kbuf *vb = upload(k, values + pos0 * AKV * AD, (size_t)(n * AKV * AD));
+    k->ops->kv_store(k, cache, kb, vb, &shape, pos0, n);
+    k->ops->attention(k, out, qb, cache, &shape, pos0, n, &hook);
+    CHECK(k->ops->sync(k, &err) == MD_OK);
+    float *got = download(k, out, (size_t)(n * AH * AD));
+    for (int64_t i = 0; i < n * AH * AD; i++)
+      worst_out = fmax(worst_out, fabs(got[i] - want[pos0 * AH * AD + i]));
+    free(got);
+    k->ops->buf_free(k, qb);
+    k->ops->buf_free(k, kb);
+    k->ops->buf_free(k, vb);
+  }
+  double worst_w = 0.0;
+  for (size_t i = 0; i < (size_t)AH * ACAP * ACAP; i++) worst_w = fmax(worst_w, fabs(log.weights[i] - want_w[i]));
+  CHECK_MSG(worst_out <= 1e-5, "attention output off by %g", worst_out);
+  CHECK_MSG(worst_w <= 1e-6, "attention weights off by %g", worst_w);
+  CHECK(log.calls == AH * total);
+  CHECK(log.bad == 0);
+
+  /* The cache layout is the documented one: keys then values, head-major. */
+  float *c = download(k, cache, 2 * AKV * ACAP * AD);
+  CHECK(c[(1 * ACAP + 155) * AD + 3] == keys[(155 * AKV + 1) * AD + 3]);
+  CHECK(c[((AKV + 0) * ACAP + 7) * AD + 15] == values[(7 * AKV + 0) * AD + 15]);
+  free(c);
+  k->ops->buf_free(k, cache);
+  k->ops->buf_free(k, out);
+  free(q);
+  free(keys);
+  free(values);
+  free(want);
+  free(want_w);
+  free(log.weights);
+}
+
+static void test_backend(int portable) {
+  md_cpu_options options = {.threads = 2, .portable = portable};
+  md_kernels *k = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&options, &k, &err) == MD_OK);
+  if (portable) CHECK(strcmp(md_kernels_cpu_isa(k), "portable") == 0);
+  CHECK(strcmp(k->ops->name, "cpu") == 0);
+  test_matmul(k);
+  test_elementwise(k);
+  test_rope(k);
+  test_attention(k);
+  md_kernels_free(k);
+  md_cpu_options negative = {.threads = -1};
+  CHECK(md_kernels_cpu_new(&negative, &k, &err) == MD_E_INVALID);
+}
+
+int main(void) {
+  md_cpu_isa isas[2] = {MD_CPU_ISA_PORTABLE, md_cpu_detect_isa()};
+  int n_isas = isas[1] == MD_CPU_ISA_PORTABLE ? 1 : 2;
+  printf("best instruction set here: %s\n", isas[1] == MD_CPU_ISA_AVX2 ? "avx2" : "portable");
+  for (int i = 0; i < n_isas; i++) {
+    test_matvec(isas[i]);
+    test_softmax(isas[i]);
+    test_silu(isas[i]);
+  }
+  test_backend(1);
+  test_backend(0);
+  return md_test_finish("test_cpu_kernels");
+}
