@@ -43,6 +43,7 @@ struct md_qwen2_forward {
   int64_t pos;                  /* tokens in the cache */
   bool have_logits;
   md_attn_hook hook;            /* on_row NULL: nobody listens */
+  md_qwen2_capture capture;     /* received NULL: no capture */
 };
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -209,8 +210,13 @@ static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
   op->rope(k, fw->q, fw->key, n, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
            fw->pos, c->rope_theta);
   op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->pos, n);
+  const md_qwen2_capture *cap = &fw->capture;
+  bool captured = cap->received && l >= cap->layer_begin && l < cap->layer_end;
+  md_attn_capture layer_capture = {
+      .received = cap->received, .heads = cap->heads,
+      .weight = captured ? 1.0f / (float)(cap->layer_end - cap->layer_begin) : 0.0f};
   op->attention(k, fw->att, fw->q, fw->cache[l], &shape, fw->pos, n,
-                fw->hook.on_row ? &fw->hook : NULL);
+                fw->hook.on_row ? &fw->hook : NULL, captured ? &layer_capture : NULL);
   op->matmul(k, fw->xb, fw->att, w->o, NULL, n);
   op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
 }
@@ -319,10 +325,29 @@ md_status md_qwen2_greedy(md_qwen2_forward *fw, int32_t *token, md_error *err) {
 }
 
 int64_t md_qwen2_position(const md_qwen2_forward *fw) { return fw->pos; }
+int64_t md_qwen2_capacity(const md_qwen2_forward *fw) { return fw->capacity; }
 
 void md_qwen2_reset(md_qwen2_forward *fw) {
   fw->pos = 0;
   fw->have_logits = false;
+}
+
+md_status md_qwen2_set_capture(md_qwen2_forward *fw, const md_qwen2_capture *capture,
+                               md_error *err) {
+  if (!capture || !capture->received) {
+    memset(&fw->capture, 0, sizeof fw->capture);
+    return MD_OK;
+  }
+  int layers = fw->config.num_hidden_layers;
+  if (capture->layer_begin < 0 || capture->layer_end > layers ||
+      capture->layer_begin >= capture->layer_end)
+    return md_fail(err, MD_E_INVALID,
+                   "layer range %d:%d is empty or outside the model's %d layers (0:%d)",
+                   capture->layer_begin, capture->layer_end, layers, layers);
+  if (capture->heads != MD_CAPTURE_HEADS_MEAN && capture->heads != MD_CAPTURE_HEADS_MAX)
+    return md_fail(err, MD_E_INVALID, "unknown head aggregation %d", (int)capture->heads);
+  fw->capture = *capture;
+  return MD_OK;
 }
 
 void md_qwen2_set_attn_hook(md_qwen2_forward *fw, const md_attn_hook *hook) {

@@ -72,4 +72,27 @@ void md_qwen2_reset(md_qwen2_forward *forward);
  * the visible tokens. The struct is copied. */
 void md_qwen2_set_attn_hook(md_qwen2_forward *forward, const md_attn_hook *hook);
 
+/* Fused attention capture (kernels/kernels.h, md_attn_capture) over the
+ * layers [layer_begin, layer_end), each weighted 1 / (layer_end -
+ * layer_begin): after a decode step, received[k] holds the attention the
+ * step's query put on token k, averaged over the captured layers and
+ * averaged (or maxed) over heads; after a prefill, the attention each
+ * prompt token received from the prompt's queries, heads and layers
+ * averaged. `received` is a back-end buffer of at least the cache's
+ * capacity that the caller zeroes (buf_zero) before each step it wants
+ * separately; it is accumulated into, never cleared here. */
+typedef struct md_qwen2_capture {
+  md_kbuf *received;          /* NULL: capture off */
+  int layer_begin, layer_end; /* 0 .. num_hidden_layers */
+  md_capture_heads heads;     /* decode rows: mean or max over heads */
+} md_qwen2_capture;
+
+/* Installs (NULL or received == NULL: removes) the capture for later steps;
+ * refuses an empty or out-of-range layer range. The struct is copied. */
+md_status md_qwen2_set_capture(md_qwen2_forward *forward, const md_qwen2_capture *capture,
+                               md_error *err);
+
+/* Capacity of the KV cache in positions (what a capture buffer must hold). */
+int64_t md_qwen2_capacity(const md_qwen2_forward *forward);
+
 #endif

@@ -36,6 +36,9 @@
 #include "io/tensor.h"
 
 typedef struct md_kernels md_kernels; /* a back end instance */
+
+/* Slots for overlapped reads (buf_read_start / buf_read_finish). */
+#define MD_KERNELS_READ_SLOTS 4
 typedef struct md_kbuf md_kbuf;       /* float32 activations, back-end memory */
 typedef struct md_kweight md_kweight; /* a weight tensor prepared for the back end */
 
@@ -56,6 +59,31 @@ typedef struct md_attn_hook {
                  const float *weights, int64_t n_keys);
   void *ctx;
 } md_attn_hook;
+
+/* Fused attention capture: the aggregate the collector records (DESIGN.md
+ * section 4), accumulated inside the attention computation so that no
+ * softmax row ever leaves the kernel and no n x n matrix exists.
+ *
+ * Decode (n = 1): received[k] += weight * A_h(w_h[k]) for every visible key
+ *   k, where w_h is the softmax row of query head h and A_h is the mean over
+ *   the n_heads query heads (MD_CAPTURE_HEADS_MEAN) or their maximum
+ *   (MD_CAPTURE_HEADS_MAX).
+ * Prefill (n > 1): received[k] += weight * (1 / n_heads) * sum over heads h
+ *   and over the batch's query rows q of w_{h,q}[k]: the attention each key
+ *   received from the prompt, heads averaged (the H2O accumulator's start).
+ *   The head mode does not apply to prefill.
+ * The collector passes weight = 1 / (number of captured layers) for each
+ * captured layer and zeroes `received` itself (buf_zero) before a step. */
+typedef enum md_capture_heads {
+  MD_CAPTURE_HEADS_MEAN = 0,
+  MD_CAPTURE_HEADS_MAX = 1,
+} md_capture_heads;
+
+typedef struct md_attn_capture {
+  md_kbuf *received;       /* [>= pos0 + n] floats, accumulated into */
+  float weight;            /* scale of this layer's contribution */
+  md_capture_heads heads;  /* decode rows only */
+} md_attn_capture;
 
 /* What an attention call needs to know about the model and the cache. */
 typedef struct md_attn_shape {
@@ -80,6 +108,18 @@ typedef struct md_kernel_ops {
   /* Copies n host floats into buf at [offset, offset + n). */
   md_status (*buf_write)(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
                          const float *src, md_error *err);
+  /* Sets floats [offset, offset + n) of buf to zero (queued like compute). */
+  void (*buf_zero)(md_kernels *k, md_kbuf *buf, size_t offset, size_t n);
+  /* Starts copying floats [offset, offset + n) of buf to host memory dst,
+   * ordered after the work queued so far, into one of MD_KERNELS_READ_SLOTS
+   * slots; buf_read_finish(slot) waits for it. A device back end returns at
+   * once so the copy overlaps the next step's work (dst must stay valid and
+   * unread until finish); the CPU back end copies immediately. Queued work
+   * may overwrite buf again only after the slot's finish. A slot holds one
+   * read at a time. */
+  md_status (*buf_read_start)(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
+                              float *dst, int slot, md_error *err);
+  md_status (*buf_read_finish)(md_kernels *k, int slot, md_error *err);
   /* Prepares a 1-D (norm weight, bias) or 2-D ([out, in] matrix, embedding)
    * tensor. The tensor's memory must outlive the weight. */
   md_status (*weight_new)(md_kernels *k, const md_tensor *t, md_kweight **w, md_error *err);
@@ -114,10 +154,11 @@ typedef struct md_kernel_ops {
    * hold positions 0 .. pos0 + n - 1): out [n, n_heads * head_dim]. Scores
    * are q.k / sqrt(head_dim), softmax in fp32. n > 1 is prefill, n = 1 the
    * decode step. Memory is O(n * head_dim) per head: no n x n matrix. hook
-   * may be NULL. */
+   * (softmax rows to host code; tests and diagnostics) and capture (the
+   * fused aggregate above; what the collector uses) may each be NULL. */
   void (*attention)(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
                     const md_attn_shape *shape, int64_t pos0, int64_t n,
-                    const md_attn_hook *hook);
+                    const md_attn_hook *hook, const md_attn_capture *capture);
   /* gate = silu(gate) * up, elementwise over count floats (SwiGLU). */
   void (*swiglu)(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count);
   /* x += y over count floats (the residual stream). */

@@ -11,6 +11,12 @@
  * single-threaded (OpenBLAS's OpenMP build does so when omp_in_parallel()).
  * Decode (one query row): one task per query head, with sgemv.
  *
+ * Capture (md_attn_capture): prefill threads sum the softmax rows they
+ * compute into a private column-sum vector, added into `received` once at
+ * the end (O(threads * n) memory); decode keeps each head's row in a
+ * [n_heads, n_keys] scratch and reduces over heads (mean or max) after the
+ * heads are done.
+ *
  * The scale is float(head_dim ** -0.5) applied to the dot product, and the
  * softmax is exp(s - max) * (1 / sum) in fp32, as HF's eager attention
  * (modeling_qwen2.eager_attention_forward) computes them. */
@@ -33,6 +39,9 @@ typedef struct attn_task {
   int64_t pos0;
   float scale;
   const md_attn_hook *hook;
+  const md_attn_capture *capture; /* NULL: no capture */
+  float *received;                /* capture->received's floats */
+  float *head_rows;               /* decode capture: [n_heads, pos0 + 1] */
   md_cpu_isa isa;
 } attn_task;
 
@@ -47,14 +56,17 @@ static const float *head_values(const attn_task *a, int kv_head) {
 }
 
 /* Softmax of each row (query rows t0 .. t0 + rows - 1 of one head) over its
- * visible keys, zeros beyond, then the hook. */
+ * visible keys, zeros beyond, then the capture's column sums (colsum may be
+ * NULL) and the hook. */
 static void softmax_rows(const attn_task *a, int head, float *scores, int64_t t0, int64_t rows,
-                         int64_t n_keys_tile) {
+                         int64_t n_keys_tile, float *colsum) {
   for (int64_t i = 0; i < rows; i++) {
     int64_t pos = a->pos0 + t0 + i, visible = pos + 1;
     float *row = scores + (size_t)i * (size_t)n_keys_tile;
     md_cpu_softmax(a->isa, row, visible);
     if (n_keys_tile > visible) memset(row + visible, 0, (size_t)(n_keys_tile - visible) * sizeof(float));
+    if (colsum)
+      for (int64_t k = 0; k < visible; k++) colsum[k] += row[k];
     if (a->hook) {
 #pragma omp critical(md_attn_hook)
       a->hook->on_row(a->hook->ctx, a->shape->layer, head, pos, row, visible);
@@ -71,7 +83,9 @@ static void attend_row(const attn_task *a, int head, float *scores) {
   float *out = a->out + (int64_t)head * hd;
   cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n_keys, hd, a->scale, head_keys(a, kv_head), hd, q,
               1, 0.0f, scores, 1);
-  softmax_rows(a, head, scores, 0, 1, n_keys);
+  softmax_rows(a, head, scores, 0, 1, n_keys, NULL);
+  if (a->head_rows)
+    memcpy(a->head_rows + (size_t)head * (size_t)n_keys, scores, (size_t)n_keys * sizeof(float));
   cblas_sgemv(CblasRowMajor, CblasTrans, (int)n_keys, hd, 1.0f, head_values(a, kv_head), hd,
               scores, 1, 0.0f, out, 1);
 }
@@ -80,7 +94,7 @@ static void attend_row(const attn_task *a, int head, float *scores) {
  * scratch holds the stacked queries and outputs [group * rows, head_dim] each
  * and the scores [group * rows, n_keys_tile]. */
 static void attend_group_tile(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
-                              float *scratch) {
+                              float *scratch, float *colsum) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
   int64_t stride = (int64_t)s->n_heads * hd, m = group * rows;
@@ -94,7 +108,7 @@ static void attend_group_tile(const attn_task *a, int kv_head, int64_t t0, int64
               q_tile, hd, head_keys(a, kv_head), hd, 0.0f, scores, (int)n_keys_tile);
   for (int j = 0; j < group; j++)
     softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)n_keys_tile, t0, rows,
-                 n_keys_tile);
+                 n_keys_tile, colsum);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, hd, (int)n_keys_tile, 1.0f,
               scores, (int)n_keys_tile, head_values(a, kv_head), hd, 0.0f, o_tile, hd);
   for (int j = 0; j < group; j++)
@@ -118,21 +132,48 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   int64_t tile = prefill_tile_rows(s, a->pos0, n), group = s->n_heads / s->n_kv_heads;
   int64_t tiles = (n + tile - 1) / tile, tasks = tiles * s->n_kv_heads;
   size_t scratch_floats = (size_t)(group * tile) * (size_t)(2 * s->head_dim + a->pos0 + n);
+  size_t n_keys = (size_t)(a->pos0 + n);
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
     float *scratch = malloc(scratch_floats * sizeof(float));
-    if (!scratch) failed = 1;
+    float *colsum = a->capture ? calloc(n_keys, sizeof(float)) : NULL;
+    if (!scratch || (a->capture && !colsum)) failed = 1;
     /* Later tiles see more keys: dynamic scheduling, largest tiles first. */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; task++) {
-      if (!scratch) continue;
+      if (failed) continue;
       int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile;
-      attend_group_tile(a, (int)(task % s->n_kv_heads), t0, n - t0 < tile ? n - t0 : tile, scratch);
+      attend_group_tile(a, (int)(task % s->n_kv_heads), t0, n - t0 < tile ? n - t0 : tile, scratch,
+                        colsum);
     }
+    if (colsum && !failed) {
+      float scale = a->capture->weight / (float)s->n_heads;
+      float *received = a->received;
+#pragma omp critical(md_attn_capture)
+      for (size_t k = 0; k < n_keys; k++) received[k] += scale * colsum[k];
+    }
+    free(colsum);
     free(scratch);
   }
   return failed;
+}
+
+/* Decode capture: received[k] += weight * (mean or max over heads of the
+ * heads' rows), after all heads are done. */
+static void reduce_head_rows(const attn_task *a) {
+  const md_attn_shape *s = a->shape;
+  size_t n_keys = (size_t)(a->pos0 + 1);
+  float weight = a->capture->weight;
+  for (size_t k = 0; k < n_keys; k++) {
+    float sum = 0.0f, max = 0.0f;
+    for (int h = 0; h < s->n_heads; h++) {
+      float w = a->head_rows[(size_t)h * n_keys + k];
+      sum += w;
+      if (w > max) max = w;
+    }
+    a->received[k] += weight * (a->capture->heads == MD_CAPTURE_HEADS_MAX ? max : sum / (float)s->n_heads);
+  }
 }
 
 static int decode(const attn_task *a, int threads) {
@@ -146,15 +187,24 @@ static int decode(const attn_task *a, int threads) {
       if (scores) attend_row(a, head, scores);
     free(scores);
   }
+  if (!failed && a->head_rows) reduce_head_rows(a);
   return failed;
 }
 
 md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
                            const float *cache, const md_attn_shape *shape, int64_t pos0,
-                           int64_t n, const md_attn_hook *hook) {
+                           int64_t n, const md_attn_hook *hook, const md_attn_capture *capture,
+                           float *received) {
   attn_task a = {.shape = shape, .q = q, .cache = cache, .out = out, .pos0 = pos0,
                  .scale = (float)pow((double)shape->head_dim, -0.5),
-                 .hook = (hook && hook->on_row) ? hook : NULL, .isa = isa};
+                 .hook = (hook && hook->on_row) ? hook : NULL,
+                 .capture = (capture && received) ? capture : NULL, .received = received,
+                 .isa = isa};
+  if (a.capture && n == 1) {
+    a.head_rows = malloc((size_t)shape->n_heads * (size_t)(pos0 + 1) * sizeof(float));
+    if (!a.head_rows) return MD_E_NOMEM;
+  }
   int failed = n == 1 ? decode(&a, threads) : prefill(&a, threads, n);
+  free(a.head_rows);
   return failed ? MD_E_NOMEM : MD_OK;
 }

@@ -72,8 +72,10 @@ static md_status cpu_sync(md_kernels *k, md_error *err) {
   cpu_kernels *c = cpu(k);
   md_status status = c->deferred;
   c->deferred = MD_OK;
-  if (status != MD_OK)
+  if (status == MD_E_NOMEM)
     return md_fail(err, status, "cpu kernels: out of memory for scratch space");
+  if (status != MD_OK)
+    return md_fail(err, status, "cpu kernels: an operation was given a range outside its buffer");
   return MD_OK;
 }
 
@@ -93,6 +95,30 @@ static md_status cpu_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size_
     return md_fail(err, MD_E_INVALID, "cpu kernels: write of [%zu, %zu) to a buffer of %zu floats",
                    offset, offset + n, buf->n);
   memcpy(buf->data + offset, src, n * sizeof(float));
+  return MD_OK;
+}
+
+static void cpu_buf_zero(md_kernels *k, md_kbuf *buf, size_t offset, size_t n) {
+  cpu_kernels *c = cpu(k);
+  if (offset > buf->n || n > buf->n - offset) {
+    defer(c, MD_E_INVALID);
+    return;
+  }
+  memset(buf->data + offset, 0, n * sizeof(float));
+}
+
+/* The CPU has nothing to overlap: the copy happens at once. */
+static md_status cpu_buf_read_start(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
+                                    float *dst, int slot, md_error *err) {
+  if (slot < 0 || slot >= MD_KERNELS_READ_SLOTS)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: read slot %d out of range", slot);
+  return cpu_buf_read(k, buf, offset, n, dst, err);
+}
+
+static md_status cpu_buf_read_finish(md_kernels *k, int slot, md_error *err) {
+  (void)k;
+  if (slot < 0 || slot >= MD_KERNELS_READ_SLOTS)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: read slot %d out of range", slot);
   return MD_OK;
 }
 
@@ -224,10 +250,11 @@ static void cpu_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, cons
 
 static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
                           const md_attn_shape *shape, int64_t pos0, int64_t n,
-                          const md_attn_hook *hook) {
+                          const md_attn_hook *hook, const md_attn_capture *capture) {
   cpu_kernels *c = cpu(k);
   md_status status = md_cpu_attention(c->isa, c->threads, out->data, q->data, cache->data, shape,
-                                      pos0, n, hook);
+                                      pos0, n, hook, capture,
+                                      capture ? capture->received->data : NULL);
   if (status != MD_OK) defer(c, status);
 }
 
@@ -332,6 +359,9 @@ static const md_kernel_ops cpu_ops = {
   .buf_free = cpu_buf_free,
   .buf_read = cpu_buf_read,
   .buf_write = cpu_buf_write,
+  .buf_zero = cpu_buf_zero,
+  .buf_read_start = cpu_buf_read_start,
+  .buf_read_finish = cpu_buf_read_finish,
   .weight_new = cpu_weight_new,
   .weight_free = cpu_weight_free,
   .embed = cpu_embed,

@@ -41,9 +41,11 @@ void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n);
 void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n);
 
 /* Attention (see md_kernel_ops.attention); scratch is allocated per call.
+ * `received` is the capture buffer's floats (ignored when capture is NULL).
  * Returns MD_E_NOMEM when a thread's score tile could not be allocated. */
 md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
                            const float *cache, const md_attn_shape *shape, int64_t pos0,
-                           int64_t n, const md_attn_hook *hook);
+                           int64_t n, const md_attn_hook *hook, const md_attn_capture *capture,
+                           float *received);
 
 #endif

@@ -345,8 +345,48 @@ static void attention_reference(const float *q_all, const float *keys, const flo
     }
 }
 
+/* The capture of one attention call, from the reference weights
+ * (kernels.h, md_attn_capture): prefill chunks sum the rows of the chunk's
+ * queries, heads averaged; a decode row is the mean or the max over heads. */
+static void capture_reference(const double *weights, int64_t pos0, int64_t n, double weight,
+                              md_capture_heads heads, double *want) {
+  for (int64_t j = 0; j < pos0 + n; j++) {
+    double sum = 0.0, max = 0.0;
+    for (int h = 0; h < AH; h++)
+      for (int64_t p = pos0; p < pos0 + n; p++) {
+        double w = weights[((size_t)h * ACAP + p) * ACAP + j];
+        sum += w;
+        max = fmax(max, w);
+      }
+    want[j] = weight * (n == 1 && heads == MD_CAPTURE_HEADS_MAX ? max : sum / AH);
+  }
+}
+
+/* Runs the attention call once more with a capture into a zeroed buffer and
+ * compares the result with capture_reference; returns the largest error. */
+static double check_capture(md_kernels *k, md_kbuf *out, md_kbuf *qb, md_kbuf *cache,
+                            const md_attn_shape *shape, int64_t pos0, int64_t n,
+                            const double *weights, md_capture_heads heads) {
+  md_error err;
+  md_kbuf *received = NULL;
+  CHECK(k->ops->buf_new(k, ACAP, &received, &err) == MD_OK);
+  k->ops->buf_write(k, received, 0, 1, (const float[]){7.0f}, &err);
+  k->ops->buf_zero(k, received, 0, ACAP);
+  md_attn_capture capture = {.received = received, .weight = 0.5f, .heads = heads};
+  k->ops->attention(k, out, qb, cache, shape, pos0, n, NULL, &capture);
+  float got[ACAP];
+  CHECK(k->ops->buf_read_start(k, received, 0, ACAP, got, 1, &err) == MD_OK);
+  CHECK(k->ops->buf_read_finish(k, 1, &err) == MD_OK);
+  double want[ACAP] = {0}, worst = 0.0;
+  capture_reference(weights, pos0, n, 0.5, heads, want);
+  for (int64_t j = 0; j < ACAP; j++) worst = fmax(worst, fabs(got[j] - want[j]));
+  k->ops->buf_free(k, received);
+  return worst;
+}
+
 /* Prefill of 150 rows (tiles of 64, 64 and 22 rows), a decode step, then a
- * chunk of 5 more rows: outputs and hook rows against the reference. */
+ * chunk of 5 more rows: outputs, hook rows and captures against the
+ * reference. */
 static void test_attention(md_kernels *k) {
   const int64_t chunks[][2] = {{0, 150}, {150, 1}, {151, 5}};
   const int64_t total = 156;
@@ -375,8 +415,15 @@ static void test_attention(md_kernels *k) {
     md_kbuf *kb = upload(k, keys + pos0 * AKV * AD, (size_t)(n * AKV * AD));
     md_kbuf *vb = upload(k, values + pos0 * AKV * AD, (size_t)(n * AKV * AD));
     k->ops->kv_store(k, cache, kb, vb, &shape, pos0, n);
-    k->ops->attention(k, out, qb, cache, &shape, pos0, n, &hook);
+    k->ops->attention(k, out, qb, cache, &shape, pos0, n, &hook, NULL);
     CHECK(k->ops->sync(k, &err) == MD_OK);
+    /* Column sums of a prefill chunk reach 1 + (rows after j): 1e-5 of that. */
+    double worst_mean = check_capture(k, out, qb, cache, &shape, pos0, n, want_w, MD_CAPTURE_HEADS_MEAN);
+    CHECK_MSG(worst_mean <= 1e-5 * (double)n, "capture (mean) at chunk %zu off by %g", c, worst_mean);
+    if (n == 1) {
+      double worst_max = check_capture(k, out, qb, cache, &shape, pos0, n, want_w, MD_CAPTURE_HEADS_MAX);
+      CHECK_MSG(worst_max <= 1e-6, "capture (max) off by %g", worst_max);
+    }
     float *got = download(k, out, (size_t)(n * AH * AD));
     for (int64_t i = 0; i < n * AH * AD; i++)
       worst_out = fmax(worst_out, fabs(got[i] - want[pos0 * AH * AD + i]));
