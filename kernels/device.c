@@ -1,0 +1,45 @@
+#include "kernels/device.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "md_build_config.h"
+#if MD_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
+
+bool md_device_cuda_built(void) { return MD_HAVE_CUDA != 0; }
+
+/* "cuda" -> 0, "cuda:N" -> N; -1 when the name is not a CUDA device. */
+static int cuda_ordinal(const char *name) {
+  if (strcmp(name, "cuda") == 0) return 0;
+  if (strncmp(name, "cuda:", 5) != 0 || name[5] == '\0') return -1;
+  char *end = NULL;
+  errno = 0;
+  long ordinal = strtol(name + 5, &end, 10);
+  if (errno || *end != '\0' || ordinal < 0 || ordinal > 1024) return -1;
+  return (int)ordinal;
+}
+
+md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err) {
+  const char *name = options && options->device ? options->device : "cpu";
+  int threads = options ? options->threads : 0;
+  if (strcmp(name, "cpu") == 0) {
+    md_cpu_options cpu = {.threads = threads};
+    return md_kernels_cpu_new(&cpu, kernels, err);
+  }
+  int ordinal = cuda_ordinal(name);
+  if (ordinal < 0)
+    return md_fail(err, MD_E_INVALID, "unknown device '%s' (expected cpu, cuda or cuda:N)", name);
+#if MD_HAVE_CUDA
+  md_cuda_options cuda = {.device = ordinal};
+  return md_kernels_cuda_new(&cuda, kernels, err);
+#else
+  return md_fail(err, MD_E_DEVICE,
+                 "device '%s': this build of memdecay-calibrate has no CUDA back end "
+                 "(rebuild with nvcc installed, meson setup -Dcuda=enabled)",
+                 name);
+#endif
+}

@@ -1,0 +1,24 @@
+/* Choosing a compute back end by name, as the command line does
+ * (--device cpu | cuda | cuda:N). */
+#ifndef MD_KERNELS_DEVICE_H
+#define MD_KERNELS_DEVICE_H
+
+#include <stdbool.h>
+
+#include "io/error.h"
+#include "kernels/kernels.h"
+
+typedef struct md_device_options {
+  const char *device; /* "cpu" (default when NULL), "cuda" (= "cuda:0") or "cuda:N" */
+  int threads;        /* CPU threads (OpenMP, OpenBLAS); 0 = all cores */
+} md_device_options;
+
+/* True when this build contains the CUDA back end (meson -Dcuda). */
+bool md_device_cuda_built(void);
+
+/* Creates the back end. Fails with MD_E_INVALID for an unknown device name,
+ * and MD_E_DEVICE when CUDA was asked for but this build has no CUDA back
+ * end or the machine has no usable GPU (the message says which). */
+md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err);
+
+#endif
