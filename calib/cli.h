@@ -43,5 +43,6 @@ bool md_cli_stderr_is_tty(void);
 int md_cmd_fit(int argc, char **argv);
 int md_cmd_check(int argc, char **argv);
 int md_cmd_tokenize(int argc, char **argv);
+int md_cmd_devices(int argc, char **argv);
 
 #endif
