@@ -63,7 +63,7 @@ __host__ __device__ __forceinline__ int key_stride(int head_dim) { return head_d
 
 __global__ void __launch_bounds__(kDecodeThreads)
     attn_decode_partial_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
-  extern __shared__ float smem[];
+  MD_DYNAMIC_SMEM(float, smem);
   const int hd = a.head_dim, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
   const int kv = blockIdx.y, h0 = kv * group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -167,7 +167,7 @@ __global__ void attn_decode_weights_kernel(md_cuda_attn_args a, md_cuda_decode_s
 // [kTile][hd] and one query row per warp [kRows][hd].
 __global__ void __launch_bounds__(kRows * 32, 1)
     attn_prefill_kernel(md_cuda_attn_args a, float *row_max, float *row_sum) {
-  extern __shared__ float smem[];
+  MD_DYNAMIC_SMEM(float, smem);
   const int hd = a.head_dim, ks = key_stride(hd), H = a.n_heads;
   const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kRows * 32, 1)
 __global__ void __launch_bounds__(kRows * 32, 1)
     attn_prefill_colsum_kernel(md_cuda_attn_args a, const float *row_max, const float *row_sum,
                                float *colsum) {
-  extern __shared__ float smem[];
+  MD_DYNAMIC_SMEM(float, smem);
   const int hd = a.head_dim, ks = key_stride(hd), H = a.n_heads;
   const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -284,7 +284,7 @@ __global__ void attn_colsum_reduce_kernel(const float *colsum, int n_heads, int6
 // grid (rows, heads); shared memory: the query row [hd].
 __global__ void attn_prefill_rows_kernel(md_cuda_attn_args a, const float *row_max,
                                          const float *row_sum, int64_t i0, float *dst) {
-  extern __shared__ float q_s[];
+  MD_DYNAMIC_SMEM(float, q_s);
   const int hd = a.head_dim, H = a.n_heads;
   const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
   const int64_t r = blockIdx.x, i = i0 + r, pos = a.pos0 + i, n_keys = a.pos0 + a.n;

@@ -10,9 +10,13 @@
 
 #include "kernels/cuda/cuda_internal.h"
 
-// Launches KERNEL (a name, or a function pointer variable) on ctx->stream
-// after checking the configuration, then checks the launch. Nothing is
-// launched while an earlier failure is pending.
+// Launches KERNEL (a kernel's name) on ctx->stream after checking the
+// configuration, then checks the launch. Nothing is launched while an
+// earlier failure is pending. MD_DYNAMIC_SMEM declares a kernel's dynamic
+// shared memory. Under MD_CUDA_EMULATION (tests/cudaemu: the kernels
+// compiled by a host C++ compiler and run on the CPU) both go through the
+// emulator.
+#ifndef MD_CUDA_EMULATION
 #define MD_LAUNCH(ctx, kernel, grid, block, smem, ...)                                    \
   do {                                                                                    \
     const dim3 md_grid_ = (grid);                                                         \
@@ -22,6 +26,20 @@
       md_cuda_launch_end((ctx), #kernel, MD_CUDA_SITE);                                   \
     }                                                                                     \
   } while (0)
+#define MD_DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#else
+#define MD_LAUNCH(ctx, kernel, grid, block, smem, ...)                                    \
+  do {                                                                                    \
+    const dim3 md_grid_ = (grid);                                                         \
+    if (md_cuda_launch_begin((ctx), #kernel, md_grid_.x, md_grid_.y, md_grid_.z,          \
+                             (unsigned)(block), (size_t)(smem), MD_CUDA_SITE)) {          \
+      md_emu::launch((const void *)&kernel, #kernel, md_grid_, dim3((unsigned)(block)),    \
+                     (size_t)(smem), [&]() { kernel(__VA_ARGS__); });                     \
+      md_cuda_launch_end((ctx), #kernel, MD_CUDA_SITE);                                   \
+    }                                                                                     \
+  } while (0)
+#define MD_DYNAMIC_SMEM(type, name) type *name = static_cast<type *>(md_emu::g.dynamic_smem)
+#endif
 
 namespace md_cuda {
 

@@ -4,7 +4,9 @@
  * tests/gpu/check.sh on a machine with a GPU; prints a PASS or FAIL line
  * per check with its error and tolerance.
  *
- *   cuda_kernels_check [--device N]          every check below
+ *   cuda_kernels_check [--device N] [--small]
+ *       every check below (--small: smaller shapes, for the CUDA emulator
+ *       of tests/cudaemu)
  *   cuda_kernels_check [--device N] fault [--sync]
  *       a kernel reading an invalid address: the failure must be reported
  *       (at sync, naming the last kernel queued; with --sync, naming the
@@ -34,6 +36,7 @@
 #include "tests/gpu/gpu_check.h"
 
 static int device = 0;
+static bool small_shapes = false; /* --small: shapes an emulator runs in seconds */
 
 static md_kernels *open_cuda(md_cuda_gemm gemm, int sync_each_launch) {
   md_cuda_options options = {.device = device, .gemm = gemm, .sync_each_launch = sync_each_launch};
@@ -101,14 +104,23 @@ static float *run_product(md_kernels *k, const void *wbits, md_dtype dtype, cons
 }
 
 static void check_products(md_kernels *cpu, md_kernels *cuda[3]) {
-  const product_case cases[] = {
+  /* Every GEMV split (rows >= 8192, 2048, 512, fewer), the scalar path
+   * (columns not a multiple of the vector), and GEMMs with and without
+   * bias. */
+  const product_case small[] = {
+      {1, 1, 1, false},    {1, 3, 7, true},     {1, 13, 37, false},  {1, 8192, 16, true},
+      {1, 2048, 24, false}, {1, 512, 40, true}, {1, 256, 1536, true}, {1, 9, 4099, false},
+      {2, 24, 40, true},   {5, 17, 33, false},  {37, 130, 70, true}, {64, 300, 256, false}};
+  const product_case full[] = {
       {1, 1, 1, false},      {1, 3, 7, true},       {1, 13, 37, false},   {1, 64, 4099, true},
       {1, 256, 1536, true},  {1, 1536, 1536, true}, {1, 8960, 1536, false}, {1, 1536, 8960, false},
       {1, 2100, 2048, false}, {2, 24, 40, true},    {5, 17, 33, false},   {37, 130, 70, true},
       {300, 1536, 1536, true}, {64, 2100, 2048, false}, {64, 8960, 1536, false},
       {17, 1536, 8960, false}};
+  const product_case *cases = small_shapes ? small : full;
+  size_t n_cases = small_shapes ? sizeof small / sizeof small[0] : sizeof full / sizeof full[0];
   for (size_t d = 0; d < 3; d++)
-    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++) {
+    for (size_t s = 0; s < n_cases; s++) {
       const product_case *pc = &cases[s];
       float *wv;
       void *wbits = gpu_random_weight(DTYPES[d], (size_t)(pc->rows * pc->cols), &wv);
@@ -425,13 +437,18 @@ static attn_result run_attention(md_kernels *k, const attn_config *cfg, int64_t 
 }
 
 static void check_attention(md_kernels *cpu, md_kernels *cuda) {
+  /* Prefill chunks at pos0 = 0 and pos0 > 0, decode steps between them,
+   * one-token prompts, GQA groups of 2, 6, 7 and 1, head_dim 16 to 256
+   * (256 needs more than 48 KiB of shared memory). */
   const attn_config configs[] = {
       {4, 2, 16, {{0, 150}, {150, 1}, {151, 5}, {156, 1}, {0, 0}}},
-      {12, 2, 128, {{0, 700}, {700, 1}, {701, 37}, {738, 1}, {739, 1}, {0, 0}}},
-      {14, 2, 64, {{0, 1}, {1, 1}, {2, 300}, {302, 1}, {0, 0}}},
       {7, 1, 256, {{0, 90}, {90, 1}, {91, 1}, {0, 0}}},
-      {16, 16, 32, {{0, 65}, {65, 1}, {0, 0}}}};
-  for (size_t ci = 0; ci < sizeof configs / sizeof configs[0]; ci++) {
+      {16, 16, 32, {{0, 65}, {65, 1}, {0, 0}}},
+      {12, 2, 128, {{0, 70}, {70, 1}, {71, 9}, {80, 1}, {0, 0}}},
+      {14, 2, 64, {{0, 1}, {1, 1}, {2, 300}, {302, 1}, {0, 0}}},
+      {12, 2, 128, {{0, 700}, {700, 1}, {701, 37}, {738, 1}, {739, 1}, {0, 0}}}};
+  size_t n_configs = small_shapes ? 4 : sizeof configs / sizeof configs[0];
+  for (size_t ci = 0; ci < n_configs; ci++) {
     const attn_config *cfg = &configs[ci];
     int64_t total = 0;
     for (int c = 0; c < 6 && cfg->chunks[c][1] > 0; c++) total = cfg->chunks[c][0] + cfg->chunks[c][1];
@@ -621,8 +638,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
     else if (!strcmp(argv[i], "fault")) fault = true;
     else if (!strcmp(argv[i], "--sync")) sync_each_launch = true;
+    else if (!strcmp(argv[i], "--small")) small_shapes = true;
     else {
-      fprintf(stderr, "usage: cuda_kernels_check [--device N] [fault [--sync]]\n");
+      fprintf(stderr, "usage: cuda_kernels_check [--device N] [--small] [fault [--sync]]\n");
       return 2;
     }
   }
@@ -642,7 +660,7 @@ int main(int argc, char **argv) {
   check_argmax(cuda[0]);
   check_f16_overflow(cuda[0]);
   check_products(cpu, cuda);
-  check_logits(cpu, cuda[0], 151936, 1536);
+  if (!small_shapes) check_logits(cpu, cuda[0], 151936, 1536);
   check_logits(cpu, cuda[0], 1000, 37);
   check_attention(cpu, cuda[0]);
   /* The same attention with a synchronisation after every launch. */

@@ -2,7 +2,7 @@
  * GEMM modes (FAST: BF16/F16 tensor cores; EXACT: fp32). Run by
  * tests/gpu/check.sh; one PASS or FAIL line per check.
  *
- *   gpu_parity fixtures [--device N]
+ *   gpu_parity fixtures [--only NAME] [--gemm fast|exact] [--device N]
  *       the committed random checkpoints of tests/model/fixtures against HF
  *       transformers' outputs (tests/model/make_fixtures.py): prompt and
  *       decode logits, greedy tokens, softmax rows seen through the hook,
@@ -404,10 +404,12 @@ static int check_model(const char *dir, int64_t prompt_len, int64_t steps) {
 }
 
 int main(int argc, char **argv) {
-  const char *command = argc > 1 ? argv[1] : "", *dir = NULL;
+  const char *command = argc > 1 ? argv[1] : "", *dir = NULL, *only = NULL, *gemm_only = NULL;
   int64_t prompt_len = 600, steps = 16;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) gemm_only = argv[++i];
     else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt_len = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoll(argv[++i]);
     else if (!dir) dir = argv[i];
@@ -416,8 +418,9 @@ int main(int argc, char **argv) {
   if (!strcmp(command, "fixtures") && !dir) {
     const char *names[] = {"qwen05_heads_bf16", "hd128_f32", "theta1e4_f32", "theta1e4_f16"};
     for (int i = 0; i < 4; i++) {
-      check_fixture(names[i], MD_CUDA_GEMM_EXACT);
-      check_fixture(names[i], MD_CUDA_GEMM_FAST);
+      if (only && strcmp(only, names[i]) != 0) continue;
+      if (!gemm_only || !strcmp(gemm_only, "exact")) check_fixture(names[i], MD_CUDA_GEMM_EXACT);
+      if (!gemm_only || !strcmp(gemm_only, "fast")) check_fixture(names[i], MD_CUDA_GEMM_FAST);
     }
     return gpu_finish("gpu_parity fixtures");
   }
@@ -425,7 +428,7 @@ int main(int argc, char **argv) {
     if (check_model(dir, prompt_len, steps) != 0) return 1;
     return gpu_finish("gpu_parity model");
   }
-  fprintf(stderr, "usage: gpu_parity fixtures [--device N]\n"
+  fprintf(stderr, "usage: gpu_parity fixtures [--only NAME] [--gemm fast|exact] [--device N]\n"
                   "       gpu_parity model DIR [--prompt N] [--steps S] [--device N]\n");
   return 2;
 }
