@@ -40,6 +40,12 @@ constexpr int kRows = 8;            // prefill query rows per block (one warp ea
 constexpr int kTile = 32;           // prefill keys per tile (one per lane)
 constexpr int kMaxDimPerLane = MD_CUDA_MAX_HEAD_DIM / 32;
 
+// The first query position: a->pos0, or, in a recorded decode step, the
+// position written to device memory before each replay.
+__device__ __forceinline__ int64_t first_position(const md_cuda_attn_args &a) {
+  return a.pos_dev ? *a.pos_dev : a.pos0;
+}
+
 __device__ __forceinline__ const float *keys_of(const md_cuda_attn_args &a, int kv) {
   return a.cache + (size_t)kv * (size_t)a.capacity * (size_t)a.head_dim;
 }
@@ -67,7 +73,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int hd = a.head_dim, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
   const int kv = blockIdx.y, h0 = kv * group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int64_t n_keys = a.pos0 + 1, j0 = (int64_t)blockIdx.x * kDecodeChunk;
+  const int64_t n_keys = first_position(a) + 1, j0 = (int64_t)blockIdx.x * kDecodeChunk;
+  if (j0 >= n_keys) return;  // a grid sized for the capacity: the whole block has no keys
   const int nk = (int)(n_keys - j0 < kDecodeChunk ? n_keys - j0 : kDecodeChunk);
   float *q_s = smem;               // [group][hd]
   float *p_s = q_s + group * hd;   // [group][kDecodeChunk]: scores, then exp(s - chunk max)
@@ -115,9 +122,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-__global__ void attn_decode_combine_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
-                                           int64_t chunks) {
+__global__ void attn_decode_combine_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
   const int h = blockIdx.x, H = a.n_heads, hd = a.head_dim;
+  const int64_t chunks = (first_position(a) + kDecodeChunk) / kDecodeChunk;  // of pos + 1 keys
   float max = -INFINITY;
   for (int64_t c = 0; c < chunks; c++) max = fmaxf(max, s.part_max[c * H + h]);
   float sum = 0.0f;
@@ -143,7 +150,7 @@ __global__ void attn_decode_combine_kernel(md_cuda_attn_args a, md_cuda_decode_s
 __global__ void attn_decode_weights_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
                                            bool write_rows, float *received, float weight,
                                            bool heads_max) {
-  const int64_t n_keys = a.pos0 + 1;
+  const int64_t n_keys = first_position(a) + 1;
   const int H = a.n_heads;
   for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_keys;
        j += (int64_t)gridDim.x * blockDim.x) {
@@ -337,18 +344,18 @@ extern "C" void md_cuda_attention_init(md_cuda_ctx *ctx) {
 }
 
 extern "C" void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                    const md_cuda_decode_scratch *s) {
-  const int64_t chunks = md_cuda_decode_chunks(a->pos0 + 1);
+                                    const md_cuda_decode_scratch *s, int64_t max_keys) {
+  const int64_t chunks = md_cuda_decode_chunks(max_keys);
   MD_LAUNCH(ctx, attn_decode_partial_kernel, dim3((unsigned)chunks, (unsigned)a->n_kv_heads),
             kDecodeThreads, decode_smem(a), *a, *s);
-  MD_LAUNCH(ctx, attn_decode_combine_kernel, dim3((unsigned)a->n_heads), 128, 0, *a, *s, chunks);
+  MD_LAUNCH(ctx, attn_decode_combine_kernel, dim3((unsigned)a->n_heads), 128, 0, *a, *s);
 }
 
 extern "C" void md_cuda_attn_decode_weights(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                            const md_cuda_decode_scratch *s, bool write_rows,
-                                            float *received, float weight, bool heads_max) {
-  const size_t n_keys = (size_t)(a->pos0 + 1);
-  MD_LAUNCH(ctx, attn_decode_weights_kernel, dim3(grid_for(n_keys, 256)), 256, 0, *a, *s,
+                                            const md_cuda_decode_scratch *s, int64_t max_keys,
+                                            bool write_rows, float *received, float weight,
+                                            bool heads_max) {
+  MD_LAUNCH(ctx, attn_decode_weights_kernel, dim3(grid_for((size_t)max_keys, 256)), 256, 0, *a, *s,
             write_rows, received, weight, heads_max);
 }
 

@@ -171,6 +171,14 @@ static md_status cuda_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size
 
 static void cuda_buf_zero(md_kernels *k, md_kbuf *buf, size_t offset, size_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_ZERO);
+    op.out = buf;
+    op.offset = offset;
+    op.count = n;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (!range_ok(buf, offset, n)) {
     md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: zeroing [%zu, %zu) of a buffer of %zu floats",
                  offset, offset + n, buf->n);
@@ -349,14 +357,31 @@ static void cuda_weight_free(md_kernels *k, md_kweight *w) {
 /* ---- element-wise and per-row ops --------------------------------------------------- */
 
 /* The token ids go through pinned staging (so the copy is asynchronous);
- * the staging is rewritten only after the previous copy from it is done. */
+ * the staging is rewritten only after the previous copy from it is done.
+ * In a recorded step the id comes from the replay's pinned parameters. */
 static void cuda_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const int32_t *tokens,
                        int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_EMBED);
+    op.out = x;
+    op.w = table;
+    op.tokens = tokens;
+    op.n = n;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (n <= 0 || !md_cuda_fits(c, "embed", "x", x, (size_t)n * (size_t)table->cols) ||
       !md_cuda_enter(c))
     return;
   md_cuda_guard_write(c, x);
+  if (c->capturing) {
+    int32_t *device = md_cuda_scratch_get(c, &c->tokens, sizeof(int32_t), "token ids");
+    if (device && CHECK(c, cudaMemcpyAsync(device, &c->step_params->token, sizeof(int32_t),
+                                           cudaMemcpyHostToDevice, c->ctx.stream)))
+      md_cuda_embed(&c->ctx, x->data, table->data, table->dtype, device, 1, table->cols);
+    return;
+  }
   if (!CHECK(c, cudaEventSynchronize(c->tokens_copied))) return;
   if (c->tokens_pinned_n < (size_t)n) {
     if (c->tokens_pinned) CHECK(c, cudaFreeHost(c->tokens_pinned));
@@ -378,6 +403,16 @@ static void cuda_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const
 static void cuda_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_kweight *weight,
                          int64_t n, float eps) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_RMSNORM);
+    op.out = out;
+    op.in = x;
+    op.w = weight;
+    op.n = n;
+    op.eps = eps;
+    if (md_cuda_log(c, &op)) return;
+  }
   size_t count = (size_t)n * (size_t)weight->cols;
   if (!md_cuda_fits(c, "rmsnorm", "x", x, count) || !md_cuda_fits(c, "rmsnorm", "out", out, count) ||
       !md_cuda_enter(c))
@@ -388,7 +423,7 @@ static void cuda_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md
 
 /* inv_freq[i] = 1 / theta^(2i / head_dim) in float32, computed here with
  * the same expression as the CPU back end so that both see the same bits. */
-static const float *rope_frequencies(md_cuda_kernels *c, int head_dim, double theta) {
+const float *md_cuda_rope_table(md_cuda_kernels *c, int head_dim, double theta) {
   if (c->inv_freq && c->inv_freq_dim == head_dim && c->inv_freq_theta == theta) return c->inv_freq;
   int half = head_dim / 2;
   float *host = malloc((size_t)half * sizeof(float));
@@ -415,6 +450,19 @@ static const float *rope_frequencies(md_cuda_kernels *c, int head_dim, double th
 static void cuda_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads,
                       int n_kv_heads, int head_dim, int64_t pos0, double theta) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_ROPE);
+    op.out = q;
+    op.out2 = kk;
+    op.n = n;
+    op.ints[0] = n_heads;
+    op.ints[1] = n_kv_heads;
+    op.ints[2] = head_dim;
+    op.offset = (size_t)pos0;
+    op.theta = theta;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (head_dim <= 0 || head_dim % 2 != 0) {
     md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: rope: head_dim %d is not even", head_dim);
     return;
@@ -423,16 +471,28 @@ static void cuda_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_h
       !md_cuda_fits(c, "rope", "k", kk, (size_t)n * (size_t)n_kv_heads * (size_t)head_dim) ||
       !md_cuda_enter(c))
     return;
-  const float *inv_freq = rope_frequencies(c, head_dim, theta);
+  const float *inv_freq = md_cuda_rope_table(c, head_dim, theta);
   if (!inv_freq) return;
   md_cuda_guard_write(c, q);
   md_cuda_guard_write(c, kk);
-  md_cuda_rope(&c->ctx, q->data, kk->data, inv_freq, n, n_heads, n_kv_heads, head_dim, pos0);
+  md_cuda_rope(&c->ctx, q->data, kk->data, inv_freq, n, n_heads, n_kv_heads, head_dim, pos0,
+               c->capturing ? c->step_pos_dev : NULL);
 }
 
 static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
                           const md_attn_shape *s, int64_t pos0, int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_KV_STORE);
+    op.out = cache;
+    op.in = key;
+    op.in2 = value;
+    op.shape = *s;
+    op.offset = (size_t)pos0;
+    op.n = n;
+    if (md_cuda_log(c, &op)) return;
+  }
   size_t row = (size_t)s->n_kv_heads * (size_t)s->head_dim;
   if (pos0 < 0 || pos0 + n > s->capacity) {
     md_cuda_fail(&c->ctx, MD_E_INVALID,
@@ -446,11 +506,19 @@ static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, con
     return;
   md_cuda_guard_write(c, cache);
   md_cuda_kv_store(&c->ctx, cache->data, key->data, value->data, s->n_kv_heads, s->head_dim,
-                   s->capacity, pos0, n);
+                   s->capacity, pos0, c->capturing ? c->step_pos_dev : NULL, n);
 }
 
 static void cuda_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_SWIGLU);
+    op.out = gate;
+    op.in = up;
+    op.count = count;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (!md_cuda_fits(c, "swiglu", "gate", gate, count) || !md_cuda_fits(c, "swiglu", "up", up, count) ||
       !md_cuda_enter(c))
     return;
@@ -460,6 +528,14 @@ static void cuda_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t 
 
 static void cuda_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_ADD);
+    op.out = x;
+    op.in = y;
+    op.count = count;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (!md_cuda_fits(c, "add", "x", x, count) || !md_cuda_fits(c, "add", "y", y, count) ||
       !md_cuda_enter(c))
     return;
@@ -470,6 +546,17 @@ static void cuda_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) 
 static void cuda_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                         const md_kweight *norm, const md_kweight *lm_head, float eps) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_LOGITS);
+    op.out = logits;
+    op.in = x;
+    op.row = row;
+    op.w = norm;
+    op.w2 = lm_head;
+    op.eps = eps;
+    if (md_cuda_log(c, &op)) return;
+  }
   size_t dim = (size_t)norm->cols;
   if (row < 0 || !md_cuda_fits(c, "logits", "x", x, ((size_t)row + 1) * dim) ||
       !md_cuda_fits(c, "logits", "logits", logits, (size_t)lm_head->rows) || !md_cuda_enter(c))
@@ -531,6 +618,7 @@ static void cuda_destroy(md_kernels *k) {
   if (c->overflow) cudaFree(c->overflow);
   if (c->argmax_index) cudaFree(c->argmax_index);
   if (c->argmax_host) cudaFreeHost(c->argmax_host);
+  md_cuda_graphs_free(c);
   if (c->blas) cublasDestroy(c->blas);
   if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
   if (c->ctx.stream) cudaStreamDestroy(c->ctx.stream);
@@ -560,6 +648,8 @@ static const md_kernel_ops cuda_ops = {
   .logits = cuda_logits,
   .argmax = cuda_argmax,
   .sync = cuda_sync,
+  .step_begin = md_cuda_step_begin,
+  .step_end = md_cuda_step_end,
 };
 
 /* The device the back end may use, or why none: the checks a user on a
@@ -608,7 +698,8 @@ static bool create_resources(md_cuda_kernels *c) {
   if (!CHECK(c, cudaSetDevice(c->ctx.device)) ||
       !CHECK(c, cudaStreamCreateWithFlags(&c->ctx.stream, cudaStreamNonBlocking)) ||
       !CHECK(c, cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking)) ||
-      !CHECK(c, cudaEventCreateWithFlags(&c->tokens_copied, cudaEventDisableTiming)))
+      !CHECK(c, cudaEventCreateWithFlags(&c->tokens_copied, cudaEventDisableTiming)) ||
+      !CHECK(c, cudaEventCreateWithFlags(&c->graph_done, cudaEventDisableTiming)))
     return false;
   for (int i = 0; i < MD_KERNELS_READ_SLOTS; i++)
     if (!CHECK(c, cudaEventCreateWithFlags(&c->slots[i].ready, cudaEventDisableTiming)) ||
@@ -651,6 +742,8 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   c->base.ops = &cuda_ops;
   c->ctx.device = options->device;
   c->ctx.sync_each_launch = options->sync_each_launch || env_flag("MD_CUDA_SYNC");
+  /* A graph cannot be captured while every launch synchronises. */
+  c->graphs = (options->graphs || env_flag("MD_CUDA_GRAPHS")) && !c->ctx.sync_each_launch;
   c->ctx.max_smem_optin = prop.sharedMemPerBlockOptin;
   c->gemm = options->gemm;
   snprintf(c->description, sizeof c->description,

@@ -6,6 +6,7 @@
 
 #include <cublas_v2.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/cuda_internal.h"
@@ -52,6 +53,57 @@ typedef struct md_cuda_scratch {
   size_t bytes;
 } md_cuda_scratch;
 
+/* ---- recorded decode steps (graph.c) ----------------------------------------- */
+
+/* One operation of a decode step, logged between step_begin and step_end
+ * with the arguments needed to run it (positions and the token id are the
+ * step's). Entries are memset to zero before they are filled, so that two
+ * logs compare with memcmp. */
+typedef enum md_cuda_op_kind {
+  MD_CUDA_OP_EMBED = 1,
+  MD_CUDA_OP_RMSNORM,
+  MD_CUDA_OP_MATMUL,
+  MD_CUDA_OP_ROPE,
+  MD_CUDA_OP_KV_STORE,
+  MD_CUDA_OP_ATTENTION,
+  MD_CUDA_OP_SWIGLU,
+  MD_CUDA_OP_ADD,
+  MD_CUDA_OP_LOGITS,
+  MD_CUDA_OP_ZERO,
+} md_cuda_op_kind;
+
+typedef struct md_cuda_op {
+  md_cuda_op_kind kind;
+  md_kbuf *out, *out2;           /* the buffers the operation writes */
+  const md_kbuf *in, *in2;       /* and reads */
+  const md_kweight *w, *w2;
+  int64_t n, row;
+  int ints[3];                   /* rope: heads, kv heads, head_dim */
+  float eps;
+  double theta;
+  size_t count, offset;
+  md_attn_shape shape;
+  md_attn_capture capture;       /* received NULL: none */
+  md_attn_hook hook;             /* on_row NULL: none (a hooked step is not recorded) */
+  const int32_t *tokens;         /* embed: the caller's (valid until step_end) */
+} md_cuda_op;
+
+#define MD_CUDA_GRAPH_CACHE 4
+
+/* A recorded step: its log and the instantiated CUDA graph. */
+typedef struct md_cuda_graph {
+  md_cuda_op *ops;
+  size_t n_ops;
+  cudaGraphExec_t exec;
+  uint64_t last_use;
+} md_cuda_graph;
+
+/* What a replay reads at its start (pinned host memory). */
+typedef struct md_cuda_step_params {
+  int64_t pos;
+  int32_t token;
+} md_cuda_step_params;
+
 typedef struct md_cuda_kernels {
   md_kernels base;
   md_cuda_ctx ctx;
@@ -79,6 +131,21 @@ typedef struct md_cuda_kernels {
   bool overflow_armed;        /* an F16 conversion ran since the last check */
   int64_t *argmax_index;      /* device */
   int64_t *argmax_host;       /* pinned */
+  /* recorded decode steps (graph.c) */
+  bool graphs;                /* record and replay decode steps */
+  bool logging;               /* between step_begin and step_end: ops are logged */
+  bool replayable;            /* the logged step may be recorded */
+  bool capturing;             /* a logged step runs under stream capture */
+  md_cuda_op *log;
+  size_t log_n, log_capacity;
+  int64_t step_pos;
+  int32_t step_token;         /* the step's token id (-1: none logged) */
+  const int32_t *step_tokens; /* the caller's ids, for running the log as it is */
+  md_cuda_graph graph_cache[MD_CUDA_GRAPH_CACHE];
+  uint64_t graph_clock;
+  md_cuda_step_params *step_params; /* pinned */
+  int64_t *step_pos_dev;      /* device copy of step_params->pos during a replay */
+  cudaEvent_t graph_done;     /* the last replay is complete */
 } md_cuda_kernels;
 
 static inline md_cuda_kernels *md_cuda_of(md_kernels *k) { return (md_cuda_kernels *)k; }
@@ -94,11 +161,30 @@ void md_cuda_guard_write(md_cuda_kernels *c, const md_kbuf *buf);
  * NULL with a recorded failure when it cannot be allocated. */
 void *md_cuda_scratch_get(md_cuda_kernels *c, md_cuda_scratch *s, size_t bytes, const char *what);
 
+/* RoPE inverse frequencies for (head_dim, theta), device memory; NULL
+ * with a recorded failure. */
+const float *md_cuda_rope_table(md_cuda_kernels *c, int head_dim, double theta);
+
 /* Checks a buffer holds at least `floats` floats (recorded failure if not). */
 bool md_cuda_fits(md_cuda_kernels *c, const char *op, const char *name, const md_kbuf *buf,
                   size_t floats);
 
+/* graph.c: step_begin / step_end, the log, and resources */
+void md_cuda_step_begin(md_kernels *k, int64_t pos);
+void md_cuda_step_end(md_kernels *k);
+/* When logging, appends op (the caller memset it and filled it) and
+ * returns true: the operation must not run now. */
+bool md_cuda_log(md_cuda_kernels *c, const md_cuda_op *op);
+/* A zeroed op of this kind, to fill and log. */
+static inline void md_cuda_op_init(md_cuda_op *op, md_cuda_op_kind kind) {
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+}
+void md_cuda_graphs_free(md_cuda_kernels *c);
+
 /* compute.c */
+/* Bytes of decode scratch for max_keys keys. */
+size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys);
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n);
 void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,

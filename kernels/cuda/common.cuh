@@ -33,8 +33,9 @@
     const dim3 md_grid_ = (grid);                                                         \
     if (md_cuda_launch_begin((ctx), #kernel, md_grid_.x, md_grid_.y, md_grid_.z,          \
                              (unsigned)(block), (size_t)(smem), MD_CUDA_SITE)) {          \
+      auto md_args_ = std::make_tuple(__VA_ARGS__); /* by value, as a launch copies */   \
       md_emu::launch((const void *)&kernel, #kernel, md_grid_, dim3((unsigned)(block)),    \
-                     (size_t)(smem), [&]() { kernel(__VA_ARGS__); });                     \
+                     (size_t)(smem), [md_args_]() { std::apply(kernel, md_args_); });     \
       md_cuda_launch_end((ctx), #kernel, MD_CUDA_SITE);                                   \
     }                                                                                     \
   } while (0)

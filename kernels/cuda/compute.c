@@ -92,6 +92,16 @@ static void gemm_exact(md_cuda_kernels *c, float *y, const float *x, const md_kw
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_MATMUL);
+    op.out = y;
+    op.in = x;
+    op.w = w;
+    op.w2 = bias;
+    op.n = n;
+    if (md_cuda_log(c, &op)) return;
+  }
   int64_t rows = w->rows, cols = w->cols;
   if (n <= 0) return;
   if (bias && bias->cols != rows) {
@@ -171,27 +181,39 @@ static const float *rows_to_host(md_cuda_kernels *c, const float *device, size_t
   return c->hook_host;
 }
 
-static void decode(md_cuda_kernels *c, const md_cuda_attn_args *a, int layer,
+size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys) {
+  const size_t heads = (size_t)n_heads, hd = (size_t)head_dim, n_keys = (size_t)max_keys;
+  const size_t chunks = (size_t)md_cuda_decode_chunks(max_keys);
+  return (heads * n_keys + 2 * chunks * heads + chunks * heads * hd + 2 * heads) * sizeof(float);
+}
+
+/* The scratch is laid out for max_keys keys: the visible ones (pos0 + 1),
+ * or the cache's capacity in a recorded step, whose position is read on
+ * the device. */
+static void decode(md_cuda_kernels *c, md_cuda_attn_args *a, int layer, int64_t capacity,
                    const md_attn_hook *hook, const md_attn_capture *capture) {
-  const size_t heads = (size_t)a->n_heads, hd = (size_t)a->head_dim;
-  const size_t n_keys = (size_t)(a->pos0 + 1), chunks = (size_t)md_cuda_decode_chunks(a->pos0 + 1);
-  size_t floats = heads * n_keys + 2 * chunks * heads + chunks * heads * hd + 2 * heads;
-  float *base = md_cuda_scratch_get(c, &c->attn, floats * sizeof(float), "decode attention");
+  if (c->capturing) a->pos_dev = c->step_pos_dev;
+  const int64_t max_keys = c->capturing ? capacity : a->pos0 + 1;
+  const size_t heads = (size_t)a->n_heads, hd = (size_t)a->head_dim, n_keys = (size_t)max_keys;
+  const size_t chunks = (size_t)md_cuda_decode_chunks(max_keys);
+  float *base = md_cuda_scratch_get(c, &c->attn, md_cuda_decode_scratch_bytes(a->n_heads, a->head_dim, max_keys),
+                                    "decode attention");
   if (!base) return;
   md_cuda_decode_scratch s = {.scores = base};
   s.part_max = s.scores + heads * n_keys;
   s.part_sum = s.part_max + chunks * heads;
   s.part_out = s.part_sum + chunks * heads;
   s.stats = s.part_out + chunks * heads * hd;
-  md_cuda_attn_decode(&c->ctx, a, &s);
+  md_cuda_attn_decode(&c->ctx, a, &s, max_keys);
   if (!hook && !capture) return;
-  md_cuda_attn_decode_weights(&c->ctx, a, &s, hook != NULL, capture ? capture->received->data : NULL,
-                              capture ? capture->weight : 0.0f,
+  md_cuda_attn_decode_weights(&c->ctx, a, &s, max_keys, hook != NULL,
+                              capture ? capture->received->data : NULL, capture ? capture->weight : 0.0f,
                               capture && capture->heads == MD_CAPTURE_HEADS_MAX);
   if (!hook) return;
-  const float *rows = rows_to_host(c, s.scores, heads, n_keys);
+  const size_t visible = (size_t)(a->pos0 + 1); /* hooked steps are never recorded */
+  const float *rows = rows_to_host(c, s.scores, heads, visible);
   for (size_t h = 0; rows && h < heads; h++)
-    hook->on_row(hook->ctx, layer, (int)h, a->pos0, rows + h * n_keys, (int64_t)n_keys);
+    hook->on_row(hook->ctx, layer, (int)h, a->pos0, rows + h * visible, (int64_t)visible);
 }
 
 /* The hook's rows, a block of query rows at a time. */
@@ -237,6 +259,19 @@ void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
   md_cuda_kernels *c = md_cuda_of(k);
   if (capture && !capture->received) capture = NULL;
   if (hook && !hook->on_row) hook = NULL;
+  if (c->logging) {
+    md_cuda_op op;
+    md_cuda_op_init(&op, MD_CUDA_OP_ATTENTION);
+    op.out = out;
+    op.in = q;
+    op.in2 = cache;
+    op.shape = *shape;
+    op.offset = (size_t)pos0;
+    op.n = n;
+    if (capture) op.capture = *capture;
+    if (hook) op.hook = *hook;
+    if (md_cuda_log(c, &op)) return;
+  }
   if (!attention_args_ok(c, out, q, cache, shape, pos0, n, capture) || !md_cuda_enter(c)) return;
   md_cuda_guard_write(c, out);
   if (capture) md_cuda_guard_write(c, capture->received);
@@ -244,6 +279,6 @@ void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
       .out = out->data, .q = q->data, .cache = cache->data, .n_heads = shape->n_heads,
       .n_kv_heads = shape->n_kv_heads, .head_dim = shape->head_dim, .capacity = shape->capacity,
       .pos0 = pos0, .n = n, .scale = (float)pow((double)shape->head_dim, -0.5)};
-  if (n == 1) decode(c, &a, shape->layer, hook, capture);
+  if (n == 1) decode(c, &a, shape->layer, shape->capacity, hook, capture);
   else prefill(c, &a, shape->layer, hook, capture);
 }

@@ -67,6 +67,8 @@ typedef struct md_cuda_options {
   int device;            /* CUDA device ordinal (cuda:N) */
   md_cuda_gemm gemm;     /* prefill matrix products */
   int sync_each_launch;  /* nonzero: synchronise after every kernel (slow) */
+  int graphs;            /* nonzero: record decode steps as CUDA graphs and
+                            replay them (also MD_CUDA_GRAPHS=1; see graph.c) */
 } md_cuda_options;
 
 /* Creates a CUDA back end on device options->device (options may be NULL:

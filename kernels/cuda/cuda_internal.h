@@ -74,12 +74,15 @@ void md_cuda_rmsnorm(md_cuda_ctx *ctx, float *out, const float *x, const float *
                      int64_t dim, float eps);
 /* NeoX RoPE in place on q [n, n_heads*hd] and k [n, n_kv*hd] at positions
  * pos0.., with inv_freq [hd/2] (device) computed by the host as the CPU
- * back end does. */
+ * back end does. When pos_dev is not NULL, pos0 is read from it (device
+ * memory): a recorded decode step replays at a new position. */
 void md_cuda_rope(md_cuda_ctx *ctx, float *q, float *k, const float *inv_freq, int64_t n,
-                  int n_heads, int n_kv_heads, int head_dim, int64_t pos0);
-/* Keys and values [n, n_kv*hd] into the cache [2][n_kv][capacity][hd]. */
+                  int n_heads, int n_kv_heads, int head_dim, int64_t pos0, const int64_t *pos_dev);
+/* Keys and values [n, n_kv*hd] into the cache [2][n_kv][capacity][hd]
+ * (pos_dev as for rope). */
 void md_cuda_kv_store(md_cuda_ctx *ctx, float *cache, const float *key, const float *value,
-                      int n_kv_heads, int head_dim, int64_t capacity, int64_t pos0, int64_t n);
+                      int n_kv_heads, int head_dim, int64_t capacity, int64_t pos0,
+                      const int64_t *pos_dev, int64_t n);
 /* gate = silu(gate) * up. */
 void md_cuda_swiglu(md_cuda_ctx *ctx, float *gate, const float *up, size_t count);
 /* x += y. */
@@ -112,6 +115,8 @@ typedef struct md_cuda_attn_args {
   int n_heads, n_kv_heads, head_dim;
   int64_t capacity;
   int64_t pos0, n;     /* query positions pos0 .. pos0 + n - 1 */
+  const int64_t *pos_dev; /* decode: when not NULL, pos0 is read from it (device
+                             memory), for a recorded step replayed at a new position */
   float scale;         /* 1 / sqrt(head_dim) as float */
 } md_cuda_attn_args;
 
@@ -131,15 +136,18 @@ int64_t md_cuda_decode_chunks(int64_t n_keys);
  * device allows (needed for head_dim > 128 and large GQA groups). */
 void md_cuda_attention_init(md_cuda_ctx *ctx);
 
-/* Decode (n = 1): a->out, the scores and the row statistics. */
+/* Decode (n = 1): a->out, the scores and the row statistics. The grids
+ * cover max_keys keys (pos0 + 1, or the capacity when the position is read
+ * from a->pos_dev); blocks beyond the visible keys do nothing. The scratch
+ * holds max_keys keys. */
 void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                         const md_cuda_decode_scratch *s);
+                         const md_cuda_decode_scratch *s, int64_t max_keys);
 /* After md_cuda_attn_decode: the softmax weights of every head (written over
  * s->scores when write_rows) and, when received is not NULL,
  * received[k] += weight * (mean or max over heads of the weights). */
 void md_cuda_attn_decode_weights(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                 const md_cuda_decode_scratch *s, bool write_rows,
-                                 float *received, float weight, bool heads_max);
+                                 const md_cuda_decode_scratch *s, int64_t max_keys,
+                                 bool write_rows, float *received, float weight, bool heads_max);
 
 /* Prefill (n >= 1): a->out, and each query row's softmax max and sum
  * (row_max, row_sum: [n][n_heads]). */

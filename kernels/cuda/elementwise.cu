@@ -51,11 +51,12 @@ __global__ void rmsnorm_kernel(float *out, const float *x, const float *weight, 
 // and sine are evaluated in double and rounded, i.e. correctly rounded like
 // glibc's cosf/sinf on the CPU side (CUDA's cosf is within 2 ulp only).
 __global__ void rope_kernel(float *q, float *k, const float *inv_freq, int64_t n, int n_heads,
-                            int n_kv_heads, int head_dim, int64_t pos0) {
+                            int n_kv_heads, int head_dim, int64_t pos0, const int64_t *pos_dev) {
   const int half = head_dim / 2;
   const int pairs = (n_heads + n_kv_heads) * half;
+  const int64_t start = pos_dev ? *pos_dev : pos0;
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
-    const float pos = (float)(pos0 + t);
+    const float pos = (float)(start + t);
     for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
       int head = p / half, i = p % half;
       float *v = head < n_heads ? q + (t * n_heads + head) * head_dim
@@ -73,8 +74,10 @@ __global__ void rope_kernel(float *q, float *k, const float *inv_freq, int64_t n
 
 // grid (tokens, kv heads): one head's key and value rows per block.
 __global__ void kv_store_kernel(float *cache, const float *key, const float *value, int n_kv_heads,
-                                int head_dim, int64_t capacity, int64_t pos0, int64_t n) {
+                                int head_dim, int64_t capacity, int64_t pos0, const int64_t *pos_dev,
+                                int64_t n) {
   const int g = blockIdx.y;
+  if (pos_dev) pos0 = *pos_dev;
   const size_t values_offset = (size_t)n_kv_heads * (size_t)capacity * (size_t)head_dim;
   for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
     size_t src = ((size_t)t * n_kv_heads + g) * head_dim;
@@ -192,21 +195,22 @@ extern "C" void md_cuda_rmsnorm(md_cuda_ctx *ctx, float *out, const float *x, co
 }
 
 extern "C" void md_cuda_rope(md_cuda_ctx *ctx, float *q, float *k, const float *inv_freq, int64_t n,
-                             int n_heads, int n_kv_heads, int head_dim, int64_t pos0) {
+                             int n_heads, int n_kv_heads, int head_dim, int64_t pos0,
+                             const int64_t *pos_dev) {
   if (n <= 0) return;
   unsigned rows = n < 65536 ? (unsigned)n : 65536u;
   MD_LAUNCH(ctx, rope_kernel, dim3(rows), 128, 0, q, k, inv_freq, n, n_heads, n_kv_heads, head_dim,
-            pos0);
+            pos0, pos_dev);
 }
 
 extern "C" void md_cuda_kv_store(md_cuda_ctx *ctx, float *cache, const float *key,
                                  const float *value, int n_kv_heads, int head_dim,
-                                 int64_t capacity, int64_t pos0, int64_t n) {
+                                 int64_t capacity, int64_t pos0, const int64_t *pos_dev, int64_t n) {
   if (n <= 0) return;
   unsigned rows = n < 65536 ? (unsigned)n : 65536u;
   unsigned block = head_dim < 256 ? (unsigned)((head_dim + 31) / 32 * 32) : 256u;
   MD_LAUNCH(ctx, kv_store_kernel, dim3(rows, (unsigned)n_kv_heads), block, 0, cache, key, value,
-            n_kv_heads, head_dim, capacity, pos0, n);
+            n_kv_heads, head_dim, capacity, pos0, pos_dev, n);
 }
 
 extern "C" void md_cuda_swiglu(md_cuda_ctx *ctx, float *gate, const float *up, size_t count) {

@@ -15,6 +15,11 @@
 // after the launch; asking for more than 48 KiB without raising the
 // kernel's limit (cudaFuncSetAttribute) fails as on a GPU.
 //
+// Graphs. Between cudaStreamBeginCapture and cudaStreamEndCapture, kernel
+// launches, copies and fills are recorded with their arguments (by value,
+// as CUDA copies kernel arguments at launch) instead of run; cudaGraphLaunch
+// runs the recording.
+//
 // Memory. cudaMalloc places each allocation so that it ends at a
 // PROT_NONE guard page (an access past the end faults at once); the bytes
 // between the requested size and the 256-byte alignment hold a canary
@@ -124,6 +129,9 @@ struct block_state {
 
 block_state blk;
 cudaError_t last_error = cudaSuccess;
+// While a stream is captured: the work queued, to run when the graph is
+// launched (kernels, copies and fills, with their arguments as queued).
+std::vector<std::function<void()>> *capture = nullptr;
 std::map<const void *, int> smem_limits;  // kernel -> MaxDynamicSharedMemorySize
 std::vector<char *> stacks;
 
@@ -293,6 +301,11 @@ uint64_t exchange(uint64_t value, int src_lane, unsigned mask) {
 
 void launch(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem,
             const std::function<void()> &body) {
+  if (capture) {
+    std::function<void()> queued = body;
+    capture->push_back([=]() { launch(kernel, name, grid, block, smem, queued); });
+    return;
+  }
   if (block.y != 1 || block.z != 1) {
     std::fprintf(stderr, "cudaemu: %s: only 1-D blocks are emulated\n", name);
     last_error = cudaErrorLaunchFailure;
@@ -474,6 +487,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                             cudaStream_t stream) {
   (void)stream;
+  if (md_emu::capture) {
+    md_emu::capture->push_back([=]() { cudaMemcpy(dst, src, count, kind); });
+    return cudaSuccess;
+  }
   return cudaMemcpy(dst, src, count, kind);
 }
 
@@ -484,6 +501,10 @@ cudaError_t cudaMemset(void *ptr, int value, size_t count) {
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream) {
   (void)stream;
+  if (md_emu::capture) {
+    md_emu::capture->push_back([=]() { cudaMemset(ptr, value, count); });
+    return cudaSuccess;
+  }
   return cudaMemset(ptr, value, count);
 }
 
@@ -529,6 +550,50 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   (void)event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  (void)stream;
+  (void)mode;
+  if (md_emu::capture) return cudaErrorInvalidValue;
+  md_emu::capture = new std::vector<std::function<void()>>();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  (void)stream;
+  if (!md_emu::capture) return cudaErrorInvalidValue;
+  *graph = reinterpret_cast<cudaGraph_t>(md_emu::capture);
+  md_emu::capture = nullptr;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                          unsigned long long flags) {
+  (void)flags;
+  auto *nodes = reinterpret_cast<std::vector<std::function<void()>> *>(graph);
+  *exec = reinterpret_cast<cudaGraphExec_t>(new std::vector<std::function<void()>>(*nodes));
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  (void)stream;
+  if (md_emu::capture) return cudaErrorInvalidValue;
+  for (auto &node : *reinterpret_cast<std::vector<std::function<void()>> *>(exec)) {
+    node();
+    if (md_emu::last_error != cudaSuccess) return cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete reinterpret_cast<std::vector<std::function<void()>> *>(graph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete reinterpret_cast<std::vector<std::function<void()>> *>(exec);
   return cudaSuccess;
 }
 

@@ -36,6 +36,8 @@
 #   model      gpu_parity model passes (1.5B shapes vs the CPU back end)
 #   decode     greedy decode tokens/s >= 50% of the bandwidth limit
 #              (copy bandwidth / weight bytes read per token), batch 1
+#   decode-graphs  the same with decode steps replayed as CUDA graphs
+#              (opt-in: md_cuda_options.graphs / MD_CUDA_GRAPHS=1)
 #   capture    decode with capture as the collector runs it <= 5% slower
 #              than without
 #   hf         prompt + decode with capture >= 5x faster than HF eager
@@ -155,14 +157,15 @@ fi
 # ---- speed --------------------------------------------------------------------------
 step limits 300 sh -c "\"$bin/gpu_bench\" limits --device $device >\"$out/limits.txt\"" || true
 step bench-fast 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours.txt\"" || true
+step bench-graphs 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --graphs --device $device >\"$out/ours_graphs.txt\"" || true
 step bench-exact 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 32 --gemm exact --device $device >\"$out/ours_exact.txt\"" || true
 : >"$out/hf.txt"
 if [ "$do_hf" = 1 ]; then
   step hf 900 sh -c "python3 \"$root/tests/gpu/hf_gpu_bench.py\" \"$ckpt\" \"$ckpt/prompt.i32\" 2048 32 >\"$out/hf.txt\"" || : >"$out/hf.txt"
 fi
-cat "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
+cat "$out/limits.txt" "$out/ours.txt" "$out/ours_graphs.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
 
-python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$summary" 2>>"$log" <<'PY'
+python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_graphs.txt" >>"$summary" 2>>"$log" <<'PY'
 import sys
 
 def read(path):
@@ -172,7 +175,7 @@ def read(path):
     except OSError:
         return {}
 
-lim, ours, exact, hf = (read(p) for p in sys.argv[1:5])
+lim, ours, exact, hf, graphs = (read(p) for p in sys.argv[1:6])
 num = lambda d, k: float(d[k])
 verdict = lambda ok: "PASS" if ok else "FAIL"
 if not lim or not ours:
@@ -189,8 +192,18 @@ print(f"decode {verdict(tps >= 0.5 * limit)} {tps:.0f} tok/s greedy at batch 1 =
       f"fastest step {best / limit:.2f}; {ours['launches_per_step']} launches per step; "
       f"launch {lim.get('launch_host_us', '?')} us host)")
 cap = num(ours, "decode_capture_s") / num(ours, "decode_s") - 1.0
+if graphs:
+    g_tps = steps / num(graphs, "decode_s")
+    g_cap = num(graphs, "decode_capture_s") / num(graphs, "decode_s") - 1.0
+    print(f"decode-graphs {verdict(g_tps >= 0.5 * limit)} {g_tps:.0f} tok/s with decode steps replayed as CUDA graphs "
+          f"= {g_tps / limit:.2f} of the limit ({graphs['launches_per_step']} launches per step; capture {100 * g_cap:+.1f}%; "
+          f"graphs are off by default: md_cuda_options.graphs, MD_CUDA_GRAPHS=1)")
+else:
+    print("decode-graphs FAIL the benchmark with --graphs did not run (see the log)")
+forced = num(ours, "decode_forced_capture_s")
 print(f"capture {verdict(cap <= 0.05)} {100 * cap:+.1f}% decode time with capture and overlapped reads "
-      f"(teacher-forced with capture: {steps / num(ours, 'decode_forced_capture_s'):.0f} tok/s)")
+      f"(teacher-forced with capture: {steps / forced:.0f} tok/s, {100 * num(ours, 'decode_forced_enqueue_s') / forced:.0f}% "
+      f"of it spent queuing kernels: near 100% means launch-bound)")
 pre = n / num(ours, "prefill_s")
 pre_cap = n / num(ours, "prefill_capture_s")
 line = (f"prefill INFO {pre:.0f} tok/s ({n:.0f} tokens, fast GEMM), {pre_cap:.0f} tok/s with capture")

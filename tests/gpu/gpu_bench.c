@@ -7,11 +7,14 @@
  *       counted, best of 10: the HBM limit a decode step runs against), our
  *       BF16 GEMV on Qwen2.5-1.5B's matrix shapes, and the host cost of one
  *       kernel launch
- *   gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--device N]
+ *   gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--graphs] [--device N]
  *       DIR/prompt.i32's first N tokens: prefill with capture off and on,
  *       then S greedy decode steps with capture off, S with capture on as
  *       the collector runs them (two capture buffers, overlapped reads), and
- *       S teacher-forced steps with capture on and no per-step argmax */
+ *       S teacher-forced steps with capture on and no per-step argmax (and
+ *       the time spent queuing their kernels: when it is close to the total,
+ *       decode is bound by kernel launches, not by the GPU); --graphs
+ *       records decode steps as CUDA graphs */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,8 +34,8 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static md_kernels *open_cuda(int device, md_cuda_gemm gemm) {
-  md_cuda_options options = {.device = device, .gemm = gemm};
+static md_kernels *open_cuda(int device, md_cuda_gemm gemm, int graphs) {
+  md_cuda_options options = {.device = device, .gemm = gemm, .graphs = graphs};
   md_kernels *k = NULL;
   md_error err;
   if (md_kernels_cuda_new(&options, &k, &err) != MD_OK) gpu_die("md_kernels_cuda_new", &err);
@@ -117,7 +120,7 @@ static void launch_cost(md_kernels *k, double *host_us, double *per_kernel_us) {
 }
 
 static int cmd_limits(int device) {
-  md_kernels *k = open_cuda(device, MD_CUDA_GEMM_FAST);
+  md_kernels *k = open_cuda(device, MD_CUDA_GEMM_FAST, 0);
   printf("device %s\n", md_kernels_cuda_describe(k));
   printf("copy_gbs %.1f\n", copy_gbs(device));
   const int64_t shapes[][2] = {{1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960}, {151936, 1536}};
@@ -170,6 +173,7 @@ static double prefill(bench *b, bool with_capture, int32_t *next) {
 
 typedef struct decode_stats {
   double total_s, best_step_s;
+  double enqueue_s;  /* time inside md_qwen2_decode: queuing the step's kernels */
   uint64_t launches;
 } decode_stats;
 
@@ -194,7 +198,9 @@ static decode_stats decode(bench *b, int64_t steps, bool with_capture, bool gree
     } else {
       capture(b, -1);
     }
+    double q0 = now();
     die_if(md_qwen2_decode(b->fw, token, &err), &err, "decode");
+    st.enqueue_s += now() - q0;
     if (greedy) die_if(md_qwen2_greedy(b->fw, &token, &err), &err, "greedy");
     else token = b->prompt[(s * 7919) % b->n]; /* teacher forcing: no wait for the argmax */
     if (with_capture) {
@@ -232,7 +238,8 @@ static uint64_t decode_read_bytes(const md_qwen2_config *c, const md_qwen2_weigh
   return params * md_dtype_size(w->dtype) + w->lm_head.nbytes;
 }
 
-static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_gemm gemm, int device) {
+static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_gemm gemm, int graphs,
+                   int device) {
   md_error err;
   md_qwen2_model *model = NULL;
   die_if(md_qwen2_model_open(dir, &model, &err), &err, dir);
@@ -247,7 +254,7 @@ static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_g
   b.prompt = prompt;
   b.c = md_qwen2_model_config(model);
   const md_qwen2_weights *w = md_qwen2_model_weights(model);
-  b.k = open_cuda(device, gemm);
+  b.k = open_cuda(device, gemm, graphs);
   md_qwen2_forward_options options = {.capacity = b.n + steps};
   double t0 = now();
   die_if(md_qwen2_forward_new(b.c, w, b.k, &options, &b.fw, &err), &err, "forward");
@@ -264,6 +271,7 @@ static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_g
   decode_stats forced_on = decode(&b, steps, true, false);
   printf("device %s\n", md_kernels_cuda_describe(b.k));
   printf("gemm %s\n", gemm == MD_CUDA_GEMM_EXACT ? "exact" : "fast");
+  printf("graphs %d\n", graphs);
   printf("dtype %s\n", md_dtype_name(w->dtype));
   printf("prompt_tokens %lld\n", (long long)b.n);
   printf("decode_steps %lld\n", (long long)steps);
@@ -275,6 +283,7 @@ static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_g
   printf("decode_capture_s %.5f\n", greedy_on.total_s);
   printf("decode_capture_best_step_s %.6f\n", greedy_on.best_step_s);
   printf("decode_forced_capture_s %.5f\n", forced_on.total_s);
+  printf("decode_forced_enqueue_s %.5f\n", forced_on.enqueue_s);
   printf("launches_per_step %llu\n", (unsigned long long)greedy_on.launches);
   printf("decode_read_bytes %llu\n", (unsigned long long)decode_read_bytes(b.c, w));
   printf("weight_bytes %llu\n", (unsigned long long)w->weight_bytes);
@@ -295,6 +304,7 @@ int main(int argc, char **argv) {
   int64_t prompt_len = 2048, steps = 128;
   int device = 0;
   md_cuda_gemm gemm = MD_CUDA_GEMM_FAST;
+  int graphs = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt_len = atoll(argv[++i]);
@@ -302,13 +312,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
       i++;
       gemm = !strcmp(argv[i], "exact") ? MD_CUDA_GEMM_EXACT : MD_CUDA_GEMM_FAST;
-    } else if (!dir) dir = argv[i];
+    } else if (!strcmp(argv[i], "--graphs")) graphs = 1;
+    else if (!dir) dir = argv[i];
     else command = "";
   }
   if (!strcmp(command, "limits") && !dir) return cmd_limits(device);
   if (!strcmp(command, "run") && dir && prompt_len > 1 && steps > 0)
-    return cmd_run(dir, prompt_len, steps, gemm, device);
+    return cmd_run(dir, prompt_len, steps, gemm, graphs, device);
   fprintf(stderr, "usage: gpu_bench limits [--device N]\n"
-                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--device N]\n");
+                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--graphs] [--device N]\n");
   return 2;
 }

@@ -12,6 +12,9 @@
  *       a checkpoint (tests/gpu/make_checkpoint: Qwen2.5-1.5B's shapes)
  *       against the CPU back end: logits, greedy tokens, captured rows
  *
+ * Both also check that decode steps recorded as CUDA graphs (md_cuda_options
+ * .graphs) compute exactly what the launched steps compute.
+ *
  * Decode steps are teacher-forced with the reference's tokens, so every
  * step compares the same computation; our argmax must equal the
  * reference's token wherever the reference's top-two margin exceeds the
@@ -47,13 +50,15 @@
 static int device = 0;
 static const char *const GEMM_NAMES[] = {"fast", "exact", "tf32"};
 
-static md_kernels *open_cuda(md_cuda_gemm gemm) {
-  md_cuda_options options = {.device = device, .gemm = gemm};
+static md_kernels *open_cuda_graphs(md_cuda_gemm gemm, int graphs) {
+  md_cuda_options options = {.device = device, .gemm = gemm, .graphs = graphs};
   md_kernels *k = NULL;
   md_error err;
   if (md_kernels_cuda_new(&options, &k, &err) != MD_OK) gpu_die("md_kernels_cuda_new", &err);
   return k;
 }
+
+static md_kernels *open_cuda(md_cuda_gemm gemm) { return open_cuda_graphs(gemm, 0); }
 
 static void first_two(const float *v, int64_t n, int64_t *best, double *margin) {
   int64_t b = 0;
@@ -274,6 +279,7 @@ typedef struct run_record {
   float *received;  /* [steps + 1][width]: the capture of the prompt, then of each step */
   int32_t *tokens;  /* [steps + 1]: the greedy token after the prompt, after each step */
   double seconds;
+  double late_launches; /* CUDA: kernel launches per step over the second half of the steps */
 } run_record;
 
 static double now(void) {
@@ -283,8 +289,9 @@ static double now(void) {
 }
 
 /* Prompt, then `steps` decode steps fed `forced` tokens (NULL: our own
- * greedy ones), capture on over every layer: the prompt and even steps
- * averaged over heads, odd steps maxed. */
+ * greedy ones), capture on over every layer: the prompt and odd steps
+ * averaged over heads, even steps maxed. Step s captures into buffer s % 2
+ * as the collector does (overlapped reads). */
 static run_record run_model(md_kernels *k, const md_qwen2_config *c, const md_qwen2_weights *w,
                             const int32_t *prompt, int64_t n, int64_t steps, int64_t max_batch,
                             const int32_t *forced) {
@@ -296,9 +303,13 @@ static run_record run_model(md_kernels *k, const md_qwen2_config *c, const md_qw
   md_qwen2_forward *fw = NULL;
   md_error err;
   if (md_qwen2_forward_new(c, w, k, &options, &fw, &err) != MD_OK) gpu_die("forward", &err);
-  md_kbuf *received = gpu_upload(k, NULL, (size_t)r.width);
+  md_kbuf *buffers[2] = {gpu_upload(k, NULL, (size_t)r.width), gpu_upload(k, NULL, (size_t)r.width)};
+  bool cuda = !strcmp(k->ops->name, "cuda");
+  uint64_t launches_half = 0;
   double t0 = now();
   for (int64_t s = 0; s <= steps; s++) {
+    md_kbuf *received = buffers[s % 2];
+    if (cuda && s == steps / 2 + 1) launches_half = md_kernels_cuda_launches(k);
     k->ops->buf_zero(k, received, 0, (size_t)r.width);
     md_status status = set_capture(fw, received, c->num_hidden_layers, s % 2 == 0 && s > 0, &err);
     if (status == MD_OK)
@@ -311,7 +322,10 @@ static run_record run_model(md_kernels *k, const md_qwen2_config *c, const md_qw
     if (status != MD_OK) gpu_die("run", &err);
   }
   r.seconds = now() - t0;
-  k->ops->buf_free(k, received);
+  if (cuda)
+    r.late_launches = (double)(md_kernels_cuda_launches(k) - launches_half) / (double)(steps - steps / 2);
+  k->ops->buf_free(k, buffers[0]);
+  k->ops->buf_free(k, buffers[1]);
   md_qwen2_forward_free(fw);
   return r;
 }
@@ -351,6 +365,42 @@ static void compare_runs(const char *what, const run_record *got, const run_reco
   gpu_result(worst_colsum, tol, "%s: captured prompt column sums (relative to the largest)", what);
   gpu_result(worst_mean, tol, "%s: captured decode rows, mean over heads (relative to the largest)", what);
   gpu_result(worst_max, tol, "%s: captured decode rows, max over heads (relative to the largest)", what);
+}
+
+/* Recorded decode steps (CUDA graphs) replay exactly what the step-by-step
+ * launches compute: identical logits and captures, bit for bit, and one
+ * graph launch (plus the argmax) per step once both capture buffers' steps
+ * are recorded. */
+static void check_graphs(const char *name, const md_qwen2_config *c, const md_qwen2_weights *w,
+                         const int32_t *prompt, int64_t n, int64_t steps, md_cuda_gemm gemm) {
+  md_kernels *off = open_cuda_graphs(gemm, 0), *on = open_cuda_graphs(gemm, 1);
+  run_record want = run_model(off, c, w, prompt, n, steps, 0, NULL);
+  run_record got = run_model(on, c, w, prompt, n, steps, 0, want.tokens);
+  double logits = gpu_max_abs_diff(got.logits, want.logits, (size_t)(steps + 1) * (size_t)want.vocab);
+  double received = gpu_max_abs_diff(got.received, want.received, (size_t)(steps + 1) * (size_t)want.width);
+  gpu_result(fmax(logits, received), 0.0, "%s [gemm %s]: decode steps replayed as CUDA graphs equal the launched ones (logits and captures)",
+             name, GEMM_NAMES[gemm]);
+  gpu_expect(got.late_launches <= 2.0 && want.late_launches > 20.0,
+             "%s [gemm %s]: launches per step %.1f with graphs, %.1f without", name, GEMM_NAMES[gemm],
+             got.late_launches, want.late_launches);
+  free_record(&want);
+  free_record(&got);
+  md_kernels_free(off);
+  md_kernels_free(on);
+}
+
+/* check_graphs on a committed fixture's prompt, 8 steps. */
+static void check_fixture_graphs(const char *name, md_cuda_gemm gemm) {
+  char dir[4096];
+  fixture_dir(dir, sizeof dir, name);
+  md_error err;
+  md_qwen2_model *model = NULL;
+  if (md_qwen2_model_open(dir, &model, &err) != MD_OK) gpu_die(name, &err);
+  fixture_array prompt = fixture_load(dir, "prompt.npy", 1);
+  check_graphs(name, md_qwen2_model_config(model), md_qwen2_model_weights(model), prompt.i32,
+               prompt.shape[0], 8, gemm);
+  fixture_free(&prompt);
+  md_qwen2_model_close(model);
 }
 
 static int32_t *read_prompt(const char *path, int64_t *n) {
@@ -398,6 +448,7 @@ static int check_model(const char *dir, int64_t prompt_len, int64_t steps) {
     md_kernels_free(k);
   }
   free_record(&want);
+  check_graphs("1.5B shapes", c, w, prompt, n, steps, MD_CUDA_GEMM_FAST);
   free(prompt);
   md_qwen2_model_close(model);
   return 0;
@@ -420,7 +471,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 4; i++) {
       if (only && strcmp(only, names[i]) != 0) continue;
       if (!gemm_only || !strcmp(gemm_only, "exact")) check_fixture(names[i], MD_CUDA_GEMM_EXACT);
-      if (!gemm_only || !strcmp(gemm_only, "fast")) check_fixture(names[i], MD_CUDA_GEMM_FAST);
+      if (!gemm_only || !strcmp(gemm_only, "fast")) {
+        check_fixture(names[i], MD_CUDA_GEMM_FAST);
+        check_fixture_graphs(names[i], MD_CUDA_GEMM_FAST);
+      }
     }
     return gpu_finish("gpu_parity fixtures");
   }

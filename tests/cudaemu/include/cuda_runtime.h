@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <tuple>
 
 #define __global__
 #define __device__
