@@ -103,6 +103,7 @@ static bool range_ok(const md_kbuf *buf, size_t offset, size_t n) {
 
 static md_status cuda_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (!md_cuda_enter(c)) return report(c, err);
   md_kbuf *buf = calloc(1, sizeof *buf);
   if (!buf) return md_fail(err, MD_E_NOMEM, "cuda kernels: out of memory");
@@ -131,6 +132,7 @@ static md_status cuda_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *
 static void cuda_buf_free(md_kernels *k, md_kbuf *buf) {
   md_cuda_kernels *c = md_cuda_of(k);
   if (!buf) return;
+  md_cuda_flush_log(c);
   for (int i = 0; i < MD_KERNELS_READ_SLOTS; i++)
     if (c->slots[i].pending && c->slots[i].buf == buf) {
       CHECK(c, cudaEventSynchronize(c->slots[i].done));
@@ -144,6 +146,7 @@ static void cuda_buf_free(md_kernels *k, md_kbuf *buf) {
 static md_status cuda_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
                                float *dst, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (!range_ok(buf, offset, n))
     return md_fail(err, MD_E_INVALID, "cuda kernels: read of [%zu, %zu) from a buffer of %zu floats",
                    offset, offset + n, buf->n);
@@ -158,6 +161,7 @@ static md_status cuda_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset,
 static md_status cuda_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
                                 const float *src, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (!range_ok(buf, offset, n))
     return md_fail(err, MD_E_INVALID, "cuda kernels: write of [%zu, %zu) to a buffer of %zu floats",
                    offset, offset + n, buf->n);
@@ -210,6 +214,7 @@ static bool staging_reserve(md_cuda_kernels *c, md_cuda_read_slot *slot, size_t 
 static md_status cuda_buf_read_start(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
                                      float *dst, int slot_index, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (slot_check(slot_index, err) != MD_OK) return MD_E_INVALID;
   md_cuda_read_slot *slot = &c->slots[slot_index];
   if (slot->pending)
@@ -307,6 +312,7 @@ static md_status weight_1d(md_cuda_kernels *c, const md_tensor *t, md_kweight *w
 
 static md_status cuda_weight_new(md_kernels *k, const md_tensor *t, md_kweight **out, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (t->ndim != 1 && t->ndim != 2)
     return md_fail(err, MD_E_UNSUPPORTED, "cuda kernels: tensor '%s' has %d dimensions, not 1 or 2",
                    t->name ? t->name : "?", t->ndim);
@@ -339,6 +345,7 @@ static md_status cuda_weight_new(md_kernels *k, const md_tensor *t, md_kweight *
 static void cuda_weight_free(md_kernels *k, md_kweight *w) {
   md_cuda_kernels *c = md_cuda_of(k);
   if (!w) return;
+  md_cuda_flush_log(c);
   CHECK(c, cudaStreamSynchronize(c->ctx.stream));
   if (!w->upload) {
     cudaFree((void *)w->data);
@@ -572,6 +579,7 @@ static void cuda_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_
 static md_status cuda_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
                              md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (n == 0 || n > v->n)
     return md_fail(err, MD_E_INVALID, "cuda kernels: argmax over %zu of %zu floats", n, v->n);
   if (md_cuda_enter(c)) {
@@ -587,6 +595,7 @@ static md_status cuda_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t 
 
 static md_status cuda_sync(md_kernels *k, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
   if (c->ctx.status == MD_OK) md_cuda_enter(c);
   return drain(c, err);
 }

@@ -181,6 +181,10 @@ static inline void md_cuda_op_init(md_cuda_op *op, md_cuda_op_kind kind) {
   op->kind = kind;
 }
 void md_cuda_graphs_free(md_cuda_kernels *c);
+/* Runs a step's logged operations now (no recording): what buffer reads
+ * and writes, synchronisation and memory management do when called inside
+ * a step, so that they see the operations queued before them. */
+void md_cuda_flush_log(md_cuda_kernels *c);
 
 /* compute.c */
 /* Bytes of decode scratch for max_keys keys. */

@@ -41,6 +41,16 @@
  * attention hook is supported for tests and diagnostics: rows are computed
  * into device memory and copied to the host (slow).
  *
+ * Decode steps as graphs (opt-in: `graphs`, or MD_CUDA_GRAPHS=1). A decode
+ * step queues about 17 kernels per layer; at a few microseconds of host
+ * time each, small models are bound by launches rather than by memory
+ * bandwidth. With graphs, the operations between step_begin and step_end
+ * (kernels.h) are logged, recorded once as a CUDA graph (per capture
+ * buffer) and replayed with one launch; rope, kv_store and attention then
+ * read the position from device memory, and decode attention's grids cover
+ * the cache's capacity (blocks beyond the visible keys return at once).
+ * Results are bit-identical to launching the kernels (graph.c).
+ *
  * Overlapped reads. buf_read_start copies on a second stream into pinned
  * memory, after an event recorded on the compute stream; compute work that
  * would write the buffer again waits for the copy's event.

@@ -225,6 +225,12 @@ void md_cuda_step_end(md_kernels *k) {
   if (g) replay(c, g);
 }
 
+void md_cuda_flush_log(md_cuda_kernels *c) {
+  if (!c->logging) return;
+  c->logging = false;
+  run_log(c, c->log, c->log_n);
+}
+
 void md_cuda_graphs_free(md_cuda_kernels *c) {
   for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) graph_release(&c->graph_cache[i]);
   free(c->log);
