@@ -17,6 +17,9 @@
 //             computes w = exp(s - M) * (1 / L) for every head and adds the
 //             mean (or max) over heads into the capture buffer: each key is
 //             owned by one thread, so no atomics are needed.
+// In a step recorded as a CUDA graph (graph.c) the position is read from
+// device memory and the grids cover the cache's capacity; blocks and
+// threads beyond the visible keys do nothing.
 // Prefill, flash-style with O(n * head_dim) memory (no n x n matrix):
 //   forward   grid (row blocks of kRows, heads): one warp per query row runs
 //             an online softmax over tiles of kTile keys (kept in shared
@@ -171,7 +174,9 @@ __global__ void attn_decode_weights_kernel(md_cuda_attn_args a, md_cuda_decode_s
 // ---- prefill -----------------------------------------------------------------
 
 // Shared memory: the key tile [kTile][key_stride], the value tile
-// [kTile][hd] and one query row per warp [kRows][hd].
+// [kTile][hd] and one query row per warp [kRows][hd]. (The launch bounds
+// say one block per SM at least: with the block size alone, nvcc 13's
+// ptxas held the kernel to 32 registers and spilled.)
 __global__ void __launch_bounds__(kRows * 32, 1)
     attn_prefill_kernel(md_cuda_attn_args a, float *row_max, float *row_sum) {
   MD_DYNAMIC_SMEM(float, smem);
