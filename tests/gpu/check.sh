@@ -215,8 +215,9 @@ line = (f"prefill INFO {pre:.0f} tok/s ({n:.0f} tokens, fast GEMM), {pre_cap:.0f
 if exact:
     line += f"; exact GEMM {num(exact, 'prompt_tokens') / num(exact, 'prefill_capture_s'):.0f} tok/s with capture"
 print(line)
-gemv = ", ".join(f"{k[9:]} {float(v):.0f}" for k, v in lim.items() if k.startswith("gemv_gbs_"))
-print(f"gemv INFO BF16 GEMV GB/s: {gemv}")
+gemv = ", ".join(f"{k[9:]} {float(v):.0f} (cuBLAS {float(lim.get('cublas_' + k, 'nan')):.0f})"
+                 for k, v in lim.items() if k.startswith("gemv_gbs_"))
+print(f"gemv INFO our BF16 GEMV GB/s against cuBLAS n=1 (BF16 x BF16): {gemv}")
 if hf:
     hf_step = num(hf, "hf_decode_s") / num(hf, "hf_decode_steps")
     ours_total = num(ours, "prefill_capture_s") + num(ours, "decode_capture_s")

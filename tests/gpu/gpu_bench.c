@@ -6,7 +6,8 @@
  *       device-to-device copy bandwidth (cudaMemcpy of 2 GiB, read + write
  *       counted, best of 10: the HBM limit a decode step runs against), our
  *       BF16 GEMV on Qwen2.5-1.5B's matrix shapes, and the host cost of one
- *       kernel launch
+ *       kernel launch; and cuBLAS's n = 1 product on the same shapes, for
+ *       comparison
  *   gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--graphs] [--device N]
  *       DIR/prompt.i32's first N tokens: prefill with capture off and on,
  *       then S greedy decode steps with capture off, S with capture on as
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include "collector/qwen2_forward.h"
@@ -102,6 +104,44 @@ static double gemv_gbs(md_kernels *k, int64_t rows, int64_t cols) {
   return (double)(rows * cols) * 2.0 / seconds / 1e9;
 }
 
+/* cuBLAS on the same product for comparison: cublasGemmEx with n = 1, the
+ * BF16 weight and a BF16 vector (cuBLAS has no BF16 x F32 product), fp32
+ * accumulation; weight bytes per second, mean of 200 calls. */
+static double cublas_gemv_gbs(int device, int64_t rows, int64_t cols) {
+  void *w = NULL, *x = NULL, *y = NULL;
+  cublasHandle_t blas;
+  cuda_or_die(cudaSetDevice(device), "cudaSetDevice");
+  cuda_or_die(cudaMalloc(&w, (size_t)(rows * cols) * 2), "cudaMalloc");
+  cuda_or_die(cudaMalloc(&x, (size_t)cols * 2), "cudaMalloc");
+  cuda_or_die(cudaMalloc(&y, (size_t)rows * 4), "cudaMalloc");
+  cuda_or_die(cudaMemset(w, 0x3c, (size_t)(rows * cols) * 2), "cudaMemset");
+  cuda_or_die(cudaMemset(x, 0x3c, (size_t)cols * 2), "cudaMemset");
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "gpu_bench: cublasCreate failed\n");
+    exit(1);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  double seconds = 0.0;
+  for (int pass = 0; pass < 2; pass++) { /* a warm-up pass, then the timed one */
+    cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    double t0 = now();
+    for (int rep = 0; rep < 200; rep++)
+      if (cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, 1, (int)cols, &alpha, w, CUDA_R_16BF,
+                       (int)cols, x, CUDA_R_16BF, (int)cols, &beta, y, CUDA_R_32F, (int)rows,
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "gpu_bench: cublasGemmEx failed\n");
+        exit(1);
+      }
+    cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    seconds = (now() - t0) / 200;
+  }
+  cublasDestroy(blas);
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+  return (double)(rows * cols) * 2.0 / seconds / 1e9;
+}
+
 /* Host time to queue one small kernel (a 1-float add), and the time per
  * kernel when the GPU runs 10,000 of them back to back. */
 static void launch_cost(md_kernels *k, double *host_us, double *per_kernel_us) {
@@ -125,9 +165,12 @@ static int cmd_limits(int device) {
   printf("copy_gbs %.1f\n", copy_gbs(device));
   const int64_t shapes[][2] = {{1536, 1536}, {256, 1536}, {8960, 1536}, {1536, 8960}, {151936, 1536}};
   const char *names[] = {"q_o", "k_v", "gate_up", "down", "lm_head"};
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 5; i++) {
     printf("gemv_gbs_%s_%lldx%lld %.1f\n", names[i], (long long)shapes[i][0], (long long)shapes[i][1],
            gemv_gbs(k, shapes[i][0], shapes[i][1]));
+    printf("cublas_gemv_gbs_%s_%lldx%lld %.1f\n", names[i], (long long)shapes[i][0],
+           (long long)shapes[i][1], cublas_gemv_gbs(device, shapes[i][0], shapes[i][1]));
+  }
   double host_us, kernel_us;
   launch_cost(k, &host_us, &kernel_us);
   printf("launch_host_us %.2f\n", host_us);
