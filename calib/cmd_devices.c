@@ -36,7 +36,8 @@ static void print_help(FILE *out) {
 /* One line for an opened back end. */
 static void describe(const char *name, const md_kernels *k, int threads) {
   if (!strcmp(k->ops->name, "cpu")) {
-    if (threads > 0) printf("%s: %s kernels, %d threads\n", name, md_kernels_cpu_isa(k), threads);
+    if (threads > 0)
+      printf("%s: %s kernels, %d thread%s\n", name, md_kernels_cpu_isa(k), threads, threads == 1 ? "" : "s");
     else printf("%s: %s kernels, all cores\n", name, md_kernels_cpu_isa(k));
     return;
   }
