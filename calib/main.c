@@ -17,6 +17,7 @@ static const command commands[] = {
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"collect", md_cmd_collect, "run a checkpoint over agent traces and record attention"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
+    {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 
