@@ -13,6 +13,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"extract", md_cmd_extract, "turn a collector run into token lifetimes and the calibration"},
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
