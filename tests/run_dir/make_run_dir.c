@@ -11,8 +11,8 @@
  *   line:N=TEXT          replace manifest.csv's line N (manifest_bytes follows)
  *   truncate:FILE=BYTES  truncate DIR/FILE
  *   remove:FILE          delete DIR/FILE
- *   npy:SUB/ID=AxB[@V]   rewrite DIR/SUB/ID.npy as float32 zeros of shape AxB
- *                        (or A), element 0 set to V
+ *   npy:SUB/ID=AxB[@V[#I]]  rewrite DIR/SUB/ID.npy as float32 zeros of shape
+ *                        AxB (or A), element I (default 0, C order) set to V
  * Exits 99 when the directory cannot be made (a broken test, not a failure
  * of the program under test). */
 #define _XOPEN_SOURCE 700 /* nftw */
@@ -40,15 +40,17 @@ static int apply_npy(const char *dir, char *spec) {
   long shape[2];
   int ndim = 1;
   float value = 0.0f;
-  char *at = strchr(eq + 1, '@');
+  long index = 0;
+  char *at = strchr(eq + 1, '@'), *hash = strchr(eq + 1, '#');
   if (at) value = strtof(at + 1, NULL);
+  if (hash) index = strtol(hash + 1, NULL, 10);
   shape[0] = strtol(eq + 1, NULL, 10);
   char *x = strchr(eq + 1, 'x');
   if (x && (!at || x < at)) {
     shape[1] = strtol(x + 1, NULL, 10);
     ndim = 2;
   }
-  return test_write_npy(dir, spec, slash + 1, ndim, shape, value);
+  return test_write_npy(dir, spec, slash + 1, ndim, shape, value, index);
 }
 
 static int apply(const char *dir, const char *op_text) {

@@ -303,7 +303,7 @@ int test_truncate(const char *dir, const char *file, long size) {
 }
 
 int test_write_npy(const char *dir, const char *sub, const char *id, int ndim,
-                   const long *shape, float value) {
+                   const long *shape, float value, long index) {
   int64_t dims[8];
   size_t count = 1;
   for (int d = 0; d < ndim; d++) {
@@ -311,7 +311,7 @@ int test_write_npy(const char *dir, const char *sub, const char *id, int ndim,
     count *= (size_t)shape[d];
   }
   float *data = calloc(count + 1, sizeof *data);
-  if (count) data[0] = value;
+  if (index >= 0 && (size_t)index < count) data[index] = value;
   int rc = write_npy(dir, sub, id, ndim, dims, data);
   free(data);
   return rc;

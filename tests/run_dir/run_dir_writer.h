@@ -50,9 +50,9 @@ int test_manifest_replace_line(const char *dir, size_t line, const char *text);
 /* Truncates FILE (relative to DIR) to `size` bytes; size < 0 removes it. */
 int test_truncate(const char *dir, const char *file, long size);
 
-/* Rewrites DIR/SUB/ID.npy as float32 of the given shape (zeros, one
- * non-zero when `value` is not 0: element 0 = value). */
+/* Rewrites DIR/SUB/ID.npy as float32 zeros of the given shape, except
+ * element `index` (C order), set to `value`. */
 int test_write_npy(const char *dir, const char *sub, const char *id, int ndim,
-                   const long *shape, float value);
+                   const long *shape, float value, long index);
 
 #endif

@@ -173,7 +173,7 @@ static int apply(const char *dir, const char *op_text) {
     long shape[2] = {strtol(eq + 1, NULL, 10), 0};
     char *x = strchr(eq + 1, 'x');
     if (x) shape[1] = strtol(x + 1, NULL, 10);
-    return test_write_npy(dir, arg, slash + 1, x ? 2 : 1, shape, 0.0f);
+    return test_write_npy(dir, arg, slash + 1, x ? 2 : 1, shape, 0.0f, 0);
   }
   return -1;
 }
