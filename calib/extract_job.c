@@ -90,7 +90,7 @@ static void show_progress(const extract_state *st, int pass, bool last) {
   fflush(stderr);
 }
 
-static md_status one_episode(extract_state *st, const md_run_episode *episode, int pass,
+static md_status one_episode(extract_state *st, const md_run_episode_data *episode, int pass,
                              md_error *err) {
   if (episode->steps == 0) {
     if (pass > 1) return MD_OK;
@@ -117,7 +117,7 @@ static md_status one_pass(extract_state *st, int pass, md_error *err) {
   md_status status = md_run_reader_open(&st->info, &reader, err);
   st->episodes_done = 0;
   while (status == MD_OK) {
-    md_run_episode episode;
+    md_run_episode_data episode;
     bool done;
     status = md_run_reader_next(reader, &episode, &done, err);
     if (status != MD_OK || done) break;

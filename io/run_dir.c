@@ -310,7 +310,7 @@ static md_status load_matrix(const char *dir, const char *sub, const md_run_epis
   return status;
 }
 
-md_status md_run_reader_next(md_run_reader *reader, md_run_episode *episode, bool *done,
+md_status md_run_reader_next(md_run_reader *reader, md_run_episode_data *episode, bool *done,
                              md_error *err) {
   memset(episode, 0, sizeof *episode);
   size_t index;
@@ -325,7 +325,7 @@ md_status md_run_reader_next(md_run_reader *reader, md_run_episode *episode, boo
     status = load_matrix(reader->info->dir, "prefill", meta, 1, prefill_shape, &reader->prefill,
                          err);
   if (status != MD_OK) return status;
-  *episode = (md_run_episode){
+  *episode = (md_run_episode_data){
       .meta = meta,
       .index = index,
       .steps = steps,

@@ -98,7 +98,7 @@ size_t md_run_region_index(const md_run_info *info, const char *name);
 
 /* One loaded episode. The arrays belong to the reader and stay valid until
  * the next call of md_run_reader_next or md_run_reader_close. */
-typedef struct md_run_episode {
+typedef struct md_run_episode_data {
   const md_run_episode_meta *meta;
   size_t index;              /* into info->episodes */
   size_t steps;              /* S: rows of attn */
@@ -110,7 +110,7 @@ typedef struct md_run_episode {
   const int32_t *birth;      /* [tokens] -1 or the decode step */
   const int64_t *page;       /* [tokens] */
   const int64_t *token_id;   /* [tokens] */
-} md_run_episode;
+} md_run_episode_data;
 
 typedef struct md_run_reader md_run_reader;
 
@@ -119,7 +119,7 @@ md_status md_run_reader_open(const md_run_info *info, md_run_reader **reader, md
 
 /* Loads the next episode into `episode`; at the end sets *done (and leaves
  * `episode` zeroed). A reader can be reopened to go over the run again. */
-md_status md_run_reader_next(md_run_reader *reader, md_run_episode *episode, bool *done,
+md_status md_run_reader_next(md_run_reader *reader, md_run_episode_data *episode, bool *done,
                              md_error *err);
 void md_run_reader_close(md_run_reader *reader);
 

@@ -52,7 +52,7 @@ static void check_info(const md_run_info *info) {
   CHECK(md_run_region_index(info, "plan") == 4);
 }
 
-static void check_episode(const md_run_episode *e, size_t index) {
+static void check_episode(const md_run_episode_data *e, size_t index) {
   const test_episode *want = &test_run_small()->episodes[index];
   CHECK(e->index == index && e->meta && !strcmp(e->meta->id, want->id));
   CHECK(e->prompt_tokens == want->prompt && e->steps == want->steps);
@@ -73,7 +73,7 @@ static void iterate(const md_run_info *info) {
   md_run_reader *reader = NULL;
   CHECK_MSG(md_run_reader_open(info, &reader, &err) == MD_OK, "%s", err.message);
   for (size_t index = 0; index < 3 && reader; index++) {
-    md_run_episode episode;
+    md_run_episode_data episode;
     bool done = true;
     CHECK_MSG(md_run_reader_next(reader, &episode, &done, &err) == MD_OK, "%s", err.message);
     CHECK(done == (index == 2));
@@ -189,7 +189,7 @@ static md_status read_all(const char *dir, md_error *err, bool *at_iteration) {
   status = md_run_reader_open(&info, &reader, err);
   bool done = false;
   while (status == MD_OK && !done) {
-    md_run_episode episode;
+    md_run_episode_data episode;
     status = md_run_reader_next(reader, &episode, &done, err);
   }
   md_run_reader_close(reader);
