@@ -16,6 +16,7 @@ static const command commands[] = {
     {"extract", md_cmd_extract, "turn a collector run into token lifetimes and the calibration"},
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
+    {"collect", md_cmd_collect, "run a checkpoint over agent traces and record attention"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };

@@ -286,25 +286,34 @@ static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits
   return k->ops->sync(k, err);
 }
 
-md_status md_qwen2_prefill(md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
-                           float *all_logits, md_error *err) {
+/* Runs the tokens chunk by chunk; logits: all rows into all_logits, or the
+ * last token's only (want_last), or none. */
+static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
+                            float *all_logits, bool want_last, md_error *err) {
   md_status s = check_tokens(fw, tokens, n, err);
   if (s != MD_OK) return s;
   size_t vocab = (size_t)fw->config.vocab_size;
+  fw->have_logits = false;
   for (int64_t done = 0; done < n;) {
     int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
     forward_chunk(fw, tokens + done, chunk);
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
-                     done + chunk == n, err);
-    if (s != MD_OK) {
-      fw->have_logits = false;
-      return s;
-    }
+                     want_last && done + chunk == n, err);
+    if (s != MD_OK) return s;
     fw->pos += chunk;
     done += chunk;
   }
-  fw->have_logits = true;
+  fw->have_logits = want_last || all_logits;
   return MD_OK;
+}
+
+md_status md_qwen2_prefill(md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
+                           float *all_logits, md_error *err) {
+  return run_tokens(fw, tokens, n, all_logits, true, err);
+}
+
+md_status md_qwen2_feed(md_qwen2_forward *fw, const int32_t *tokens, int64_t n, md_error *err) {
+  return run_tokens(fw, tokens, n, NULL, false, err);
 }
 
 md_status md_qwen2_decode(md_qwen2_forward *fw, int32_t token, md_error *err) {
@@ -312,12 +321,12 @@ md_status md_qwen2_decode(md_qwen2_forward *fw, int32_t token, md_error *err) {
 }
 
 md_status md_qwen2_logits(md_qwen2_forward *fw, float *logits, md_error *err) {
-  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no token has been run yet");
+  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
   return fw->k->ops->buf_read(fw->k, fw->logits, 0, (size_t)fw->config.vocab_size, logits, err);
 }
 
 md_status md_qwen2_greedy(md_qwen2_forward *fw, int32_t *token, md_error *err) {
-  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no token has been run yet");
+  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
   int64_t index = 0;
   md_status s = fw->k->ops->argmax(fw->k, fw->logits, (size_t)fw->config.vocab_size, &index, err);
   if (s == MD_OK) *token = (int32_t)index;

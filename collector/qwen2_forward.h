@@ -54,6 +54,13 @@ md_status md_qwen2_prefill(md_qwen2_forward *forward, const int32_t *tokens, int
 /* One decode step: md_qwen2_prefill of a single token. */
 md_status md_qwen2_decode(md_qwen2_forward *forward, int32_t token, md_error *err);
 
+/* As md_qwen2_prefill without any logits: the tokens enter the cache (and
+ * the attention hook and capture see them) but the final norm and LM head
+ * are not run, which saves a vocab x hidden matrix-vector product per step
+ * when the next token is known (teacher forcing). md_qwen2_logits and
+ * md_qwen2_greedy then fail until a token is run with logits. */
+md_status md_qwen2_feed(md_qwen2_forward *forward, const int32_t *tokens, int64_t n, md_error *err);
+
 /* Copies the logits of the last token run, [vocab_size] floats. */
 md_status md_qwen2_logits(md_qwen2_forward *forward, float *logits, md_error *err);
 

@@ -12,10 +12,15 @@
  * Decode (one query row): one task per query head, with sgemv.
  *
  * Capture (md_attn_capture): prefill threads sum the softmax rows they
- * compute into a private column-sum vector, added into `received` once at
- * the end (O(threads * n) memory); decode keeps each head's row in a
- * [n_heads, n_keys] scratch and reduces over heads (mean or max) after the
- * heads are done.
+ * compute into a private column-sum vector (O(threads * n) memory), and the
+ * vectors are added into `received` in thread order after the parallel
+ * region; tasks go to threads round-robin (static schedule), so for a given
+ * thread count every float is summed in the same order on every run and
+ * the result is bitwise reproducible (a resumed collection equals an
+ * uninterrupted one). Decode computes each head's softmax row directly into
+ * a [n_heads, n_keys] scratch and reduces over heads (mean or max) once the
+ * heads are done; the capture adds no copy of a row and no pass over the
+ * keys beyond that reduction.
  *
  * The scale is float(head_dim ** -0.5) applied to the dot product, and the
  * softmax is exp(s - max) * (1 / sum) in fp32, as HF's eager attention
@@ -74,7 +79,8 @@ static void softmax_rows(const attn_task *a, int head, float *scores, int64_t t0
   }
 }
 
-/* Decode: the one query row of one head. */
+/* Decode: the one query row of one head. scores: n_keys floats, the head's
+ * row of the capture scratch when capturing. */
 static void attend_row(const attn_task *a, int head, float *scores) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, kv_head = head / (s->n_heads / s->n_kv_heads);
@@ -84,8 +90,6 @@ static void attend_row(const attn_task *a, int head, float *scores) {
   cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n_keys, hd, a->scale, head_keys(a, kv_head), hd, q,
               1, 0.0f, scores, 1);
   softmax_rows(a, head, scores, 0, 1, n_keys, NULL);
-  if (a->head_rows)
-    memcpy(a->head_rows + (size_t)head * (size_t)n_keys, scores, (size_t)n_keys * sizeof(float));
   cblas_sgemv(CblasRowMajor, CblasTrans, (int)n_keys, hd, 1.0f, head_values(a, kv_head), hd,
               scores, 1, 0.0f, out, 1);
 }
@@ -127,35 +131,42 @@ static int64_t prefill_tile_rows(const md_attn_shape *s, int64_t pos0, int64_t n
   return rows < 1 ? 1 : rows;
 }
 
+/* received[k] += scale * (sum over threads, in thread order, of colsums[t][k]). */
+static void add_column_sums(const attn_task *a, float *colsums, int threads, size_t n_keys) {
+  float scale = a->capture->weight / (float)a->shape->n_heads;
+  for (int t = 1; t < threads; t++) {
+    const float *colsum = colsums + (size_t)t * n_keys;
+    for (size_t k = 0; k < n_keys; k++) colsums[k] += colsum[k];
+  }
+  for (size_t k = 0; k < n_keys; k++) a->received[k] += scale * colsums[k];
+}
+
 static int prefill(const attn_task *a, int threads, int64_t n) {
   const md_attn_shape *s = a->shape;
   int64_t tile = prefill_tile_rows(s, a->pos0, n), group = s->n_heads / s->n_kv_heads;
   int64_t tiles = (n + tile - 1) / tile, tasks = tiles * s->n_kv_heads;
   size_t scratch_floats = (size_t)(group * tile) * (size_t)(2 * s->head_dim + a->pos0 + n);
   size_t n_keys = (size_t)(a->pos0 + n);
+  float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;
+  if (a->capture && !colsums) return 1;
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
     float *scratch = malloc(scratch_floats * sizeof(float));
-    float *colsum = a->capture ? calloc(n_keys, sizeof(float)) : NULL;
-    if (!scratch || (a->capture && !colsum)) failed = 1;
-    /* Later tiles see more keys: dynamic scheduling, largest tiles first. */
-#pragma omp for schedule(dynamic, 1)
+    float *colsum = colsums ? colsums + (size_t)omp_get_thread_num() * n_keys : NULL;
+    if (!scratch) failed = 1;
+    /* Later tiles see more keys: largest tiles first, dealt round-robin. */
+#pragma omp for schedule(static, 1)
     for (int64_t task = 0; task < tasks; task++) {
-      if (failed) continue;
+      if (!scratch) continue;
       int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile;
       attend_group_tile(a, (int)(task % s->n_kv_heads), t0, n - t0 < tile ? n - t0 : tile, scratch,
                         colsum);
     }
-    if (colsum && !failed) {
-      float scale = a->capture->weight / (float)s->n_heads;
-      float *received = a->received;
-#pragma omp critical(md_attn_capture)
-      for (size_t k = 0; k < n_keys; k++) received[k] += scale * colsum[k];
-    }
-    free(colsum);
     free(scratch);
   }
+  if (colsums && !failed) add_column_sums(a, colsums, threads, n_keys);
+  free(colsums);
   return failed;
 }
 
@@ -177,14 +188,19 @@ static void reduce_head_rows(const attn_task *a) {
 }
 
 static int decode(const attn_task *a, int threads) {
+  size_t n_keys = (size_t)(a->pos0 + 1);
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
-    float *scores = malloc((size_t)(a->pos0 + 1) * sizeof(float));
-    if (!scores) failed = 1;
+    /* Without a capture each thread needs one row of scores; with one, each
+     * head writes its row into the capture scratch. */
+    float *scores = a->head_rows ? NULL : malloc(n_keys * sizeof(float));
+    if (!a->head_rows && !scores) failed = 1;
 #pragma omp for schedule(static)
-    for (int head = 0; head < a->shape->n_heads; head++)
-      if (scores) attend_row(a, head, scores);
+    for (int head = 0; head < a->shape->n_heads; head++) {
+      if (a->head_rows) attend_row(a, head, a->head_rows + (size_t)head * n_keys);
+      else if (scores) attend_row(a, head, scores);
+    }
     free(scores);
   }
   if (!failed && a->head_rows) reduce_head_rows(a);

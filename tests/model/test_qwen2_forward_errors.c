@@ -96,6 +96,29 @@ static void test_bad_tokens(const int32_t *prompt) {
   md_qwen2_forward_free(clean);
 }
 
+/* md_qwen2_feed runs tokens without logits: the cache advances as with
+ * prefill, the logits are refused until a token is run with them, and the
+ * logits after feed + decode equal those of one prefill of all tokens. */
+static void test_feed(const int32_t *prompt) {
+  md_qwen2_forward *fw = new_forward(64), *clean = new_forward(64);
+  md_error err;
+  float a[600], b[600];
+  CHECK(md_qwen2_feed(fw, prompt, 20, &err) == MD_OK);
+  CHECK(md_qwen2_position(fw) == 20);
+  CHECK_REFUSED(md_qwen2_logits(fw, a, &err_), MD_E_INVALID, "fed without logits");
+  CHECK_REFUSED(md_qwen2_feed(fw, prompt, 0, &err_), MD_E_INVALID, "empty token sequence");
+  CHECK(md_qwen2_feed(fw, &prompt[20], 1, &err) == MD_OK);
+  CHECK(md_qwen2_decode(fw, prompt[21], &err) == MD_OK);
+  CHECK(md_qwen2_prefill(clean, prompt, 22, NULL, &err) == MD_OK);
+  CHECK(md_qwen2_logits(fw, a, &err) == MD_OK);
+  CHECK(md_qwen2_logits(clean, b, &err) == MD_OK);
+  double worst = 0.0;
+  for (int i = 0; i < 600; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+  CHECK_MSG(worst < 2e-5, "logits after feed + decode differ by %g", worst);
+  md_qwen2_forward_free(fw);
+  md_qwen2_forward_free(clean);
+}
+
 /* Weights that disagree with the config are refused, naming the tensor. */
 static void test_bad_weights(void) {
   const md_qwen2_config *c = md_qwen2_model_config(model);
@@ -134,6 +157,7 @@ int main(void) {
   test_too_long(tokens);
   test_capacity(tokens);
   test_bad_tokens(tokens);
+  test_feed(tokens);
   test_bad_weights();
   free(tokens);
   md_kernels_free(kernels);

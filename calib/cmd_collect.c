@@ -1,0 +1,220 @@
+/* memdecay-calibrate collect: runs a checkpoint over agent traces and writes
+ * a run directory of attention per decode step (collector/collect.h,
+ * memdecay-run(5)). This file parses options and prints; the work is
+ * md_collect. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/cli.h"
+#include "calib/progress.h"
+#include "collector/collect.h"
+#include "collector/episode_tokens.h"
+
+static const char command[] = "collect";
+
+typedef struct options {
+  md_collect_options collect;
+  bool quiet;
+} options;
+
+static void print_help(FILE *out) {
+  fprintf(
+      out,
+      "Usage: " MD_PROGRAM " collect --model DIR --traces FILE.jsonl --out RUN_DIR [OPTIONS]\n"
+      "\n"
+      "Runs a Qwen2/Qwen2.5 checkpoint over region-labelled agent traces and records, at\n"
+      "every decode step, the attention each token of the context receives (averaged over\n"
+      "heads and layers, captured inside the attention kernel). Writes the run directory\n"
+      "that 'extract' reads (memdecay-run(5)):\n"
+      "  RUN_DIR/run.json              model identity, settings, complete episodes\n"
+      "  RUN_DIR/manifest.csv          one row per token: episode,pos,region,page,birth,token_id,piece\n"
+      "  RUN_DIR/attn/EPISODE.npy      float32 [steps, tokens]: row t = attention of decode step t\n"
+      "  RUN_DIR/prefill/EPISODE.npy   float32 [prompt tokens]: attention received in the prompt pass\n"
+      "Every episode is validated, tokenised and checked against the model before any\n"
+      "model work. An interrupted run is continued with --resume.\n"
+      "\n"
+      "Options:\n"
+      "      --model DIR        Hugging Face checkpoint directory (config.json, *.safetensors,\n"
+      "                         tokenizer.json)\n"
+      "      --traces FILE      agent traces, JSON Lines (memdecay-traces(5))\n"
+      "      --out RUN_DIR      the run directory to create (its parent must exist)\n"
+      "      --device NAME      cpu (default), cuda or cuda:N\n"
+      "      --threads N        CPU threads (default: all cores)\n"
+      "      --layers A:B       capture layers A to B-1 (default: all; A: or :B allowed)\n"
+      "      --heads mean|max   aggregate the heads of a decode row by mean (default) or max\n"
+      "      --page-size N      KV-cache page of a token = position / N (default 16)\n"
+      "      --max-steps N      cap every decode window at N steps (default: no cap)\n"
+      "      --max-episodes N   collect only the first N episodes of the file\n"
+      "      --resume           continue RUN_DIR: keep its complete episodes, run the rest\n"
+      "      --skip-invalid     skip (and report) invalid or over-long episodes instead of\n"
+      "                         stopping; they are listed in run.json \"skipped\"\n"
+      "      --reproducible     leave out run.json's 'created' timestamp\n"
+      "  -q, --quiet            print nothing on standard error but errors\n"
+      "  -h, --help             this text\n"
+      "\n"
+      "An episode's decode window is its teacher-forced continuation (tokenised on its\n"
+      "own), or 'generate: N' greedy tokens, or %d greedy tokens when it has no\n"
+      "continuation. Progress goes to standard error (a bar on a terminal); standard\n"
+      "output stays empty.\n"
+      "\n"
+      "Example:\n"
+      "  " MD_PROGRAM " collect --model Qwen2.5-0.5B-Instruct \\\n"
+      "      --traces data/traces/agent-450.jsonl --out runs/agent-450 --max-steps 128\n"
+      "  " MD_PROGRAM " collect --model Qwen2.5-0.5B-Instruct \\\n"
+      "      --traces data/traces/agent-450.jsonl --out runs/agent-450 --max-steps 128 --resume\n"
+      "\n"
+      "Exit status: 0 on success (also when --skip-invalid skipped some episodes but ran at\n"
+      "least one); 2 for a usage error or invalid input (traces, checkpoint, an existing run\n"
+      "directory without --resume, a resume with another model or other settings); 3 when\n"
+      "the run failed (I/O, memory, device): resume it with --resume.\n",
+      (int)MD_EPISODE_DEFAULT_STEPS);
+}
+
+/* Returns the value of option `name` at argv[*i] ("--name VALUE" or
+ * "--name=VALUE"), NULL when argv[*i] is not that option, and sets *missing
+ * when the value is absent. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+  size_t n = strlen(name);
+  if (strncmp(argv[*i], name, n) != 0) return NULL;
+  if (argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (argv[*i][n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+/* "A:B", "A:", ":B" or ":" into [begin, end) (end -1: to the last layer). */
+static bool parse_layers(const char *text, int *begin, int *end) {
+  const char *colon = strchr(text, ':');
+  if (!colon) return false;
+  char first[32];
+  size_t n = (size_t)(colon - text);
+  if (n >= sizeof first) return false;
+  memcpy(first, text, n);
+  first[n] = '\0';
+  long a = 0, b = -1;
+  if (n && !md_cli_parse_long(first, 0, 1 << 20, &a)) return false;
+  if (colon[1] && !md_cli_parse_long(colon + 1, 0, 1 << 20, &b)) return false;
+  *begin = (int)a;
+  *end = (int)b;
+  return true;
+}
+
+static int parse_count(const char *option, const char *text, long min, long max, long *out) {
+  if (md_cli_parse_long(text, min, max, out)) return -1;
+  return md_cli_usage_error(command, "%s must be a whole number from %ld to %ld, not '%s'", option, min,
+                            max, text);
+}
+
+/* Options that take a value; returns -1 to go on, else the exit code. */
+static int parse_valued(const char *name, const char *value, options *opt) {
+  md_collect_options *c = &opt->collect;
+  long n = 0;
+  int code = -1;
+  if (!strcmp(name, "--model")) c->model_dir = value;
+  else if (!strcmp(name, "--traces")) c->traces_path = value;
+  else if (!strcmp(name, "--out")) c->out_dir = value;
+  else if (!strcmp(name, "--device")) c->device = value;
+  else if (!strcmp(name, "--threads")) {
+    if ((code = parse_count(name, value, 1, 4096, &n)) < 0) c->threads = (int)n;
+  } else if (!strcmp(name, "--page-size")) {
+    if ((code = parse_count(name, value, 1, 1 << 20, &n)) < 0) c->page_size = (int)n;
+  } else if (!strcmp(name, "--max-steps")) {
+    if ((code = parse_count(name, value, 1, 1L << 30, &n)) < 0) c->max_steps = (size_t)n;
+  } else if (!strcmp(name, "--max-episodes")) {
+    if ((code = parse_count(name, value, 1, 1L << 40, &n)) < 0) c->max_episodes = (size_t)n;
+  } else if (!strcmp(name, "--heads")) {
+    if (!strcmp(value, "mean")) c->heads = MD_CAPTURE_HEADS_MEAN;
+    else if (!strcmp(value, "max")) c->heads = MD_CAPTURE_HEADS_MAX;
+    else code = md_cli_usage_error(command, "--heads must be mean or max, not '%s'", value);
+  } else if (!strcmp(name, "--layers")) {
+    if (!parse_layers(value, &c->layer_begin, &c->layer_end))
+      code = md_cli_usage_error(command, "--layers must be A:B (layers A to B-1, counted from 0), "
+                                "A: or :B, not '%s'", value);
+  }
+  return code;
+}
+
+static const char *const VALUED[] = {"--model",     "--traces",    "--out",       "--device",
+                                     "--threads",   "--page-size", "--max-steps", "--max-episodes",
+                                     "--heads",     "--layers"};
+
+/* Parses the options; returns -1 to go on, else the exit code. */
+static int parse_options(int argc, char **argv, options *opt) {
+  memset(opt, 0, sizeof *opt);
+  md_collect_options_init(&opt->collect);
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    bool missing = false, matched = false;
+    for (size_t k = 0; !matched && !missing && k < sizeof VALUED / sizeof VALUED[0]; k++) {
+      const char *value = option_value(argc, argv, &i, VALUED[k], &missing);
+      if (!value) continue;
+      matched = true;
+      int code = parse_valued(VALUED[k], value, opt);
+      if (code >= 0) return code;
+    }
+    if (missing) return md_cli_usage_error(command, "option %s needs a value", arg);
+    if (matched) continue;
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      print_help(stdout);
+      return MD_EXIT_OK;
+    } else if (!strcmp(arg, "--resume")) opt->collect.resume = true;
+    else if (!strcmp(arg, "--skip-invalid")) opt->collect.skip_invalid = true;
+    else if (!strcmp(arg, "--reproducible")) opt->collect.reproducible = true;
+    else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) opt->quiet = true;
+    else return md_cli_usage_error(command, "unexpected argument '%s'", arg);
+  }
+  const md_collect_options *c = &opt->collect;
+  if (!c->model_dir || !c->traces_path || !c->out_dir)
+    return md_cli_usage_error(command, "--model, --traces and --out are required");
+  return -1;
+}
+
+/* Remembers whether the run got past its checks (START), for the exit code. */
+typedef struct run_state {
+  md_progress *bar;
+  bool started;
+} run_state;
+
+static void on_progress(void *context, const md_collect_progress *progress) {
+  run_state *state = context;
+  if (progress->event == MD_COLLECT_START) state->started = true;
+  md_progress_collect(state->bar, progress);
+}
+
+static void on_warning(void *context, const char *message) {
+  run_state *state = context;
+  md_progress_warning(state->bar, message);
+}
+
+/* Errors before the run started are about the inputs or settings (exit 2),
+ * except running out of memory; later ones are failures of the run (3),
+ * except bad input found then. */
+static int exit_code(const md_error *err, bool started) {
+  if (!started) return md_cli_report_input(err);
+  return md_cli_report(err);
+}
+
+int md_cmd_collect(int argc, char **argv) {
+  options opt;
+  int code = parse_options(argc, argv, &opt);
+  if (code >= 0) return code;
+  md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
+  run_state state = {.bar = md_progress_new(&progress_options)};
+  opt.collect.progress = on_progress;
+  opt.collect.on_warning = on_warning;
+  opt.collect.context = &state;
+  md_error err = {0};
+  md_collect_summary summary;
+  md_status status = md_collect(&opt.collect, &summary, &err);
+  md_progress_end(state.bar);
+  md_progress_free(state.bar);
+  if (status != MD_OK) return exit_code(&err, state.started);
+  if (!opt.quiet && summary.episodes_skipped)
+    fprintf(stderr, MD_PROGRAM " collect: %zu of %zu episodes skipped (listed in %s/run.json)\n",
+            summary.episodes_skipped, summary.episodes_in_file, opt.collect.out_dir);
+  return MD_EXIT_OK;
+}
