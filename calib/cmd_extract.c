@@ -148,7 +148,7 @@ static int parse_options(int argc, char **argv, extract_options *options) {
 int md_cmd_extract(int argc, char **argv) {
   extract_options options = {0};
   int exit_code = parse_options(argc, argv, &options);
-  if (exit_code < 0) exit_code = md_extract_job_run(&options.job);
+  if (exit_code < 0) exit_code = md_extract_job_run(&options.job, NULL);
   free(options.pins);
   return exit_code;
 }

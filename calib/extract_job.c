@@ -367,7 +367,18 @@ static void report(const extract_state *st, const md_calibration *c, const char 
           calibration_path);
 }
 
-static int finish(extract_state *st, const char *calibration_path) {
+static void fill_outcome(const md_calibration *c, md_extract_outcome *outcome) {
+  if (!outcome) return;
+  *outcome = (md_extract_outcome){.episodes = (size_t)c->workload.episodes,
+                                  .tokens = c->workload.tokens,
+                                  .rows = c->events.rows,
+                                  .regions = c->n_regions,
+                                  .kappa = c->policy.kappa,
+                                  .alpha = c->policy.alpha,
+                                  .passes = c->policy.passes};
+}
+
+static int finish(extract_state *st, const char *calibration_path, md_extract_outcome *outcome) {
   md_error err = {0};
   md_attn_norm_result result;
   md_status status = md_attn_norm_finish(st->norm, &result, &err);
@@ -376,12 +387,13 @@ static int finish(extract_state *st, const char *calibration_path) {
   status = build_calibration(st, &result, &calibration, &err);
   if (status == MD_OK) status = write_outputs(st, &calibration, calibration_path, &err);
   if (status == MD_OK) report(st, &calibration, calibration_path);
+  if (status == MD_OK) fill_outcome(&calibration, outcome);
   md_calibration_free(&calibration);
   md_attn_norm_result_free(&result);
   return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
 }
 
-int md_extract_job_run(const md_extract_job *job) {
+int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
   md_error err = {0};
   char *calibration_path = job->calibration_path ? strdup(job->calibration_path)
                                                  : md_extract_calibration_path(job->events_path);
@@ -396,7 +408,7 @@ int md_extract_job_run(const md_extract_job *job) {
     /* A bad matrix or manifest row is the input's fault; a failed write is not. */
     exit_code = st.write_failed ? md_cli_report(&err) : md_cli_report_input(&err);
   } else {
-    exit_code = finish(&st, calibration_path);
+    exit_code = finish(&st, calibration_path, outcome);
   }
   tear_down(&st);
   free(calibration_path);

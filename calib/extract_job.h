@@ -40,7 +40,18 @@ typedef struct md_extract_job {
  * memory. */
 char *md_extract_calibration_path(const char *events_path);
 
-/* Returns the exit code (calib/cli.h); errors and the summary go to stderr. */
-int md_extract_job_run(const md_extract_job *job);
+/* What a successful extract measured, for a caller's own report. */
+typedef struct md_extract_outcome {
+  size_t episodes;
+  uint64_t tokens;
+  uint64_t rows;                   /* event rows written */
+  size_t regions;
+  double kappa, alpha;             /* NaN: not estimable */
+  int passes;
+} md_extract_outcome;
+
+/* Returns the exit code (calib/cli.h); errors and the summary go to stderr.
+ * `outcome` may be NULL. */
+int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome);
 
 #endif

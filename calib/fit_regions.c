@@ -306,9 +306,23 @@ static md_status calibration_alpha(const md_fit_settings *settings, md_fit_resul
   return status;
 }
 
+/* The sidecar's facts about the run and its regions ("run: ...",
+ * "regions.NAME: ..."); its "policy:" lines are remade here for this
+ * config's pinning. */
+static md_status copy_calibration_warnings(const md_calibration *calibration,
+                                           md_warnings *warnings, md_error *err) {
+  md_status status = MD_OK;
+  for (size_t i = 0; i < calibration->warnings.n && status == MD_OK; i++) {
+    const char *line = calibration->warnings.lines[i];
+    if (strncmp(line, "policy:", 7) != 0) status = md_warnings_add(warnings, err, "%s", line);
+  }
+  return status;
+}
+
 static md_status apply_calibration(const md_fit_settings *settings, md_fit_results *results,
                                    md_error *err) {
-  md_status status = warn_pinning(settings, &results->warnings, err);
+  md_status status = copy_calibration_warnings(settings->calibration, &results->warnings, err);
+  if (status == MD_OK) status = warn_pinning(settings, &results->warnings, err);
   if (status == MD_OK) status = calibration_alpha(settings, results, err);
   return status;
 }
