@@ -443,7 +443,8 @@ md_status md_run_manifest_scan(md_run_info *info, md_error *err) {
   while (s->status == MD_OK && !s->finished) step(s);
   status = s->status;
   md_run_manifest_close(s);
-  if (status == MD_OK) qsort(info->regions, info->n_regions, sizeof *info->regions, compare_names);
+  if (status == MD_OK && info->n_regions > 1)
+    qsort(info->regions, info->n_regions, sizeof *info->regions, compare_names);
   return status;
 }
 
