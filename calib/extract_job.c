@@ -341,6 +341,19 @@ static md_status write_outputs(extract_state *st, const md_calibration *calibrat
   return status;
 }
 
+/* "%.*f" of a value, or "-" when it is not defined. */
+static const char *shown(char out[32], int digits, double value) {
+  if (isfinite(value)) snprintf(out, 32, "%.*f", digits, value);
+  else snprintf(out, 32, "-");
+  return out;
+}
+
+static const char *shown_g(char out[32], double value) {
+  if (isfinite(value)) snprintf(out, 32, "%.4g", value);
+  else snprintf(out, 32, "-");
+  return out;
+}
+
 static void report(const extract_state *st, const md_calibration *c, const char *calibration_path) {
   if (st->job->quiet) return;
   FILE *out = stderr;
@@ -350,16 +363,20 @@ static void report(const extract_state *st, const md_calibration *c, const char 
           c->workload.tau, c->workload.guard);
   fprintf(out, "%-12s %9s %9s %10s %7s %10s %10s\n", "region", "tokens", "observed", "refreshed",
           "share", "mean a^", "event rows");
+  char share[32], mean[32], kappa[32], alpha[32];
   for (size_t i = 0; i < c->n_regions; i++) {
     const md_calibration_region *r = &c->regions[i];
-    fprintf(out, "%-12s %9" PRIu64 " %9" PRIu64 " %10" PRIu64 " %7.3f %10.3f %10" PRIu64 "%s\n",
-            r->name, r->tokens, r->observed_tokens, r->refreshed_tokens, r->refreshed_share,
-            r->mean_relative_attention, r->event_rows, r->pinned ? "  (pinned)" : "");
+    fprintf(out, "%-12s %9" PRIu64 " %9" PRIu64 " %10" PRIu64 " %7s %10s %10" PRIu64 "%s\n",
+            r->name, r->tokens, r->observed_tokens, r->refreshed_tokens,
+            shown(share, 3, r->refreshed_share), shown(mean, 3, r->mean_relative_attention),
+            r->event_rows, r->pinned ? "  (pinned)" : "");
   }
-  fprintf(out, "kappa %.4g (quantile %g of the attention EWMA, beta %g, over %" PRIu64
-          " unpinned token-steps, %d pass%s); alpha %.4g (median of %" PRIu64 " shares)\n",
-          c->policy.kappa, c->policy.quantile, c->policy.ewma_beta, c->policy.kappa_samples,
-          c->policy.passes, c->policy.passes == 1 ? "" : "es", c->policy.alpha,
+  fprintf(out, "kappa %s (quantile %g of the attention EWMA, beta %g, over %" PRIu64
+          " unpinned token-steps, %d pass%s); alpha %s (median of %" PRIu64 " shares)\n",
+          shown_g(kappa, c->policy.kappa),
+          c->policy.quantile, c->policy.ewma_beta, c->policy.kappa_samples, c->policy.passes,
+          c->policy.passes == 1 ? "" : "es",
+          shown_g(alpha, c->policy.alpha),
           c->policy.alpha_regions);
   for (size_t i = 0; i < c->warnings.n; i++)
     fprintf(out, MD_PROGRAM " %s: warning: %s\n", st->job->command, c->warnings.lines[i]);
