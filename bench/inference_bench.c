@@ -5,8 +5,14 @@
  *       prints the memory bandwidth (a STREAM-style triad and one large
  *       f32 cblas_sgemv) and the cblas_sgemm rate on a prefill-sized product
  *   inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
+ *                       [--capture-steps N]
  *       prefill of the prompt (raw little-endian int32 token ids), then N
- *       greedy decode steps; prints times, sizes and peak RSS
+ *       greedy decode steps; prints times, sizes and peak RSS. Then the
+ *       cost of the fused attention capture: N more decode steps (default
+ *       the --decode count) that alternate capture off and capture on (mean
+ *       over heads, all layers, the row read back through two buffers as
+ *       the collector does), so that both see the same positions and the
+ *       same machine noise; prints the time of each half.
  *
  * Output is "key value" lines for the script to read. */
 #include <cblas.h>
@@ -155,7 +161,51 @@ static int fail(const md_error *err) {
   return 1;
 }
 
-static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads) {
+/* Decode steps alternating capture off (even) and on (odd), as the collector
+ * runs them on: the capture buffer zeroed, the row read back through
+ * read_start / read_finish. Adds each half's total and fastest step. */
+typedef struct capture_times {
+  double off_s, on_s, off_best_s, on_best_s;
+  int64_t steps;
+} capture_times;
+
+static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t *token,
+                        int64_t steps, capture_times *times) {
+  md_error err;
+  int64_t capacity = md_qwen2_capacity(fw);
+  md_kbuf *received[2];
+  float *row = malloc((size_t)capacity * sizeof(float));
+  if (!row || k->ops->buf_new(k, (size_t)capacity, &received[0], &err) != MD_OK ||
+      k->ops->buf_new(k, (size_t)capacity, &received[1], &err) != MD_OK)
+    return fail(&err);
+  *times = (capture_times){.off_best_s = 1e30, .on_best_s = 1e30, .steps = steps};
+  for (int64_t s = 0; s < steps; s++) {
+    int on = (int)(s & 1), slot = (int)((s >> 1) & 1);
+    size_t visible = (size_t)md_qwen2_position(fw) + 1;
+    double t0 = now();
+    if (on) k->ops->buf_zero(k, received[slot], 0, visible);
+    md_qwen2_capture capture = {.received = on ? received[slot] : NULL, .layer_begin = 0,
+                                .layer_end = layers, .heads = MD_CAPTURE_HEADS_MEAN};
+    if (md_qwen2_set_capture(fw, &capture, &err) != MD_OK ||
+        md_qwen2_decode(fw, *token, &err) != MD_OK ||
+        (on && k->ops->buf_read_start(k, received[slot], 0, visible, row, slot, &err) != MD_OK) ||
+        (on && k->ops->buf_read_finish(k, slot, &err) != MD_OK) ||
+        md_qwen2_greedy(fw, token, &err) != MD_OK)
+      return fail(&err);
+    double dt = now() - t0;
+    double *total = on ? &times->on_s : &times->off_s, *best = on ? &times->on_best_s : &times->off_best_s;
+    *total += dt;
+    if (dt < *best) *best = dt;
+  }
+  md_qwen2_set_capture(fw, NULL, &err);
+  k->ops->buf_free(k, received[0]);
+  k->ops->buf_free(k, received[1]);
+  free(row);
+  return 0;
+}
+
+static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
+                   int64_t capture_steps) {
   md_error err;
   int64_t n = 0;
   int32_t *prompt = read_prompt(prompt_path, &n);
@@ -170,7 +220,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   const md_qwen2_config *c = md_qwen2_model_config(model);
   const md_qwen2_weights *w = md_qwen2_model_weights(model);
   md_cpu_options cpu_options = {.threads = threads};
-  md_qwen2_forward_options options = {.capacity = n + decode_steps};
+  md_qwen2_forward_options options = {.capacity = n + decode_steps + capture_steps};
   if (md_kernels_cpu_new(&cpu_options, &k, &err) != MD_OK ||
       md_qwen2_forward_new(c, w, k, &options, &fw, &err) != MD_OK)
     return fail(&err);
@@ -192,6 +242,10 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
     decode_s += step;
     if (step < best_step_s) best_step_s = step;
   }
+
+  capture_times capture = {0};
+  if (capture_steps > 0 && capture_cost(fw, k, c->num_hidden_layers, &token, capture_steps, &capture))
+    return 1;
 
   int64_t kv_bytes_per_token = (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * 4;
   int64_t layer_params = 0;
@@ -219,6 +273,11 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
                                           c->num_attention_heads * c->num_hidden_layers);
   printf("kv_bytes %lld\n", (long long)(kv_bytes_per_token * (n + decode_steps)));
   printf("peak_rss_kb %ld\n", peak_rss_kb());
+  printf("capture_steps %lld\n", (long long)capture.steps);
+  printf("capture_off_s %.4f\n", capture.off_s);
+  printf("capture_on_s %.4f\n", capture.on_s);
+  printf("capture_off_best_s %.6f\n", capture.steps ? capture.off_best_s : 0.0);
+  printf("capture_on_best_s %.6f\n", capture.steps ? capture.on_best_s : 0.0);
   printf("last_token %d\n", token);
   md_qwen2_forward_free(fw);
   md_kernels_free(k);
@@ -229,19 +288,22 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
 
 int main(int argc, char **argv) {
   int threads = omp_get_num_procs();
-  int64_t decode_steps = 256;
+  int64_t decode_steps = 256, capture_steps = -1;
   const char *positional[3] = {0};
   int npos = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--decode") && i + 1 < argc) decode_steps = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--capture-steps") && i + 1 < argc) capture_steps = atoll(argv[++i]);
     else if (npos < 3) positional[npos++] = argv[i];
   }
   if (threads < 1) threads = omp_get_num_procs();
   if (npos == 1 && !strcmp(positional[0], "limits")) return cmd_limits(threads);
   if (npos == 3 && !strcmp(positional[0], "run"))
-    return cmd_run(positional[1], positional[2], decode_steps, threads);
+    return cmd_run(positional[1], positional[2], decode_steps, threads,
+                   capture_steps < 0 ? decode_steps : capture_steps);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
-                  "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n");
+                  "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
+                  "                           [--capture-steps N]\n");
   return 2;
 }

@@ -6,11 +6,17 @@
 #   speed vs HF (eager, output_attentions=True, same threads)  (>= 3x)
 #   peak RSS vs HF                                             (<= 0.5x)
 #   peak RSS vs 1.3 x (weight bytes + KV cache bytes)          (<= 1)
+#   decode tokens/s with the attention capture on vs off      (>= 0.95)
+# and the collector end to end (memdecay-calibrate collect on a few episodes
+# of data/traces/agent-1700.jsonl, teacher-forced): prefill and decode
+# tokens/s, and its decode rate against the forward pass's own.
 # The model is a random BF16 checkpoint with Qwen2.5-0.5B's exact shapes,
 # built once under the work directory (about 1 GB; not committed).
 #
 #   bench/inference_bench.sh [--threads N] [--prompt 1700] [--decode 256]
 #                            [--hf-decode N] [--no-hf] [--work DIR]
+#                            [--capture-steps N] [--collect-episodes 2]
+#                            [--collect-steps 64] [--no-collect]
 #
 # Needs python3 with torch, transformers, safetensors and numpy (for the
 # checkpoint and the HF side). Timings on a busy machine are noisy: run it on
@@ -27,6 +33,10 @@ decode=256
 hf_decode=
 run_hf=1
 work=build/bench-work
+capture_steps=
+collect_episodes=2
+collect_steps=64
+run_collect=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -34,11 +44,16 @@ while [ $# -gt 0 ]; do
     --decode) decode=$2; shift 2 ;;
     --hf-decode) hf_decode=$2; shift 2 ;;
     --no-hf) run_hf=0; shift ;;
+    --capture-steps) capture_steps=$2; shift 2 ;;
+    --collect-episodes) collect_episodes=$2; shift 2 ;;
+    --collect-steps) collect_steps=$2; shift 2 ;;
+    --no-collect) run_collect=0; shift ;;
     --work) work=$2; shift 2 ;;
     *) echo "inference_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 : "${hf_decode:=$decode}"
+: "${capture_steps:=$decode}"
 
 .ci/build >/dev/null
 bench=${MD_BUILD_DIR:-build}/bench/inference_bench
@@ -52,7 +67,8 @@ fi
 echo "measuring limits ..." >&2
 "$bench" limits --threads "$threads" >"$work/limits.txt"
 echo "running ours: $prompt-token prompt + $decode decode steps ..." >&2
-"$bench" run "$ckpt" "$ckpt/prompt.i32" --decode "$decode" --threads "$threads" >"$work/ours.txt"
+"$bench" run "$ckpt" "$ckpt/prompt.i32" --decode "$decode" --threads "$threads" \
+  --capture-steps "$capture_steps" >"$work/ours.txt"
 : >"$work/hf.txt"
 if [ "$run_hf" = 1 ]; then
   echo "running HF transformers: same prompt + $hf_decode decode steps ..." >&2
@@ -60,7 +76,32 @@ if [ "$run_hf" = 1 ]; then
     2>"$work/hf.err" >"$work/hf.txt" || { cat "$work/hf.err" >&2; exit 1; }
 fi
 
-python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" <<'PY'
+# The collector end to end: the checkpoint with the Qwen tokenizer beside it
+# (same BPE as Qwen2.5; the random weights make the text meaningless, not the
+# work), teacher-forced windows of at most --collect-steps steps.
+: >"$work/collect.txt"
+if [ "$run_collect" = 1 ]; then
+  [ -f "$ckpt/tokenizer.json" ] || cp data/tokenizer/qwen/tokenizer.json "$ckpt/tokenizer.json"
+  echo "running the collector: $collect_episodes episodes of agent-1700, <= $collect_steps steps each ..." >&2
+  rm -rf "$work/collect-run"
+  "${MD_BUILD_DIR:-build}/calib/memdecay-calibrate" collect --model "$ckpt" \
+    --traces data/traces/agent-1700.jsonl --out "$work/collect-run" --threads "$threads" \
+    --max-episodes "$collect_episodes" --max-steps "$collect_steps" 2>"$work/collect.err" ||
+    { cat "$work/collect.err" >&2; exit 1; }
+  python3 - "$work/collect-run/run.json" "$work/collect.err" >"$work/collect.txt" <<'PY'
+import json, re, sys
+run = json.load(open(sys.argv[1]))
+done = [l for l in open(sys.argv[2]) if "done:" in l][-1]
+m = re.search(r"prefill ([0-9.]+) tok/s, decode ([0-9.]+) tok/s", done)
+print("episodes", len(run["episodes"]))
+print("prompt_tokens", sum(e["prompt_tokens"] for e in run["episodes"]))
+print("decode_steps", sum(e["decode_steps"] for e in run["episodes"]))
+print("prefill_tps", m.group(1))
+print("decode_tps", m.group(2))
+PY
+fi
+
+python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" "$work/collect.txt" <<'PY'
 import sys
 
 def read(path):
@@ -68,6 +109,7 @@ def read(path):
         return {k: v for k, v in (line.split(None, 1) for line in f if line.strip())}
 
 lim, ours, hf = (read(p) for p in sys.argv[1:4])
+coll = read(sys.argv[5])
 num = lambda d, k: float(d[k])
 bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
 n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
@@ -98,6 +140,22 @@ rss = num(ours, "peak_rss_kb") * 1024
 budget = 1.3 * (num(ours, "weight_bytes") + num(ours, "kv_bytes"))
 print(f"peak RSS: {rss / 1e6:.0f} MB; 1.3 x (weights {num(ours, 'weight_bytes') / 1e6:.0f} MB + KV "
       f"{num(ours, 'kv_bytes') / 1e6:.0f} MB) = {budget / 1e6:.0f} MB -> {verdict(rss <= budget)}")
+
+if num(ours, "capture_steps") > 0:
+    # Steps alternate off/on, so both halves see the same positions and noise.
+    off, on = num(ours, "capture_off_s"), num(ours, "capture_on_s")
+    r = off / on
+    rb = num(ours, "capture_off_best_s") / num(ours, "capture_on_best_s")
+    half = num(ours, "capture_steps") / 2
+    print(f"capture: decode {half / off:.2f} tok/s off, {half / on:.2f} tok/s on -> ratio {r:.3f} "
+          f"(target >= 0.95: {verdict(r >= 0.95)}); fastest steps {rb:.3f}")
+
+if coll:
+    print(f"collector end to end ({coll['episodes'].strip()} episodes of agent-1700, "
+          f"{coll['prompt_tokens'].strip()} prompt tokens, {coll['decode_steps'].strip()} teacher-forced steps): "
+          f"prefill {num(coll, 'prefill_tps'):.1f} tok/s, decode {num(coll, 'decode_tps'):.2f} tok/s "
+          f"-> {num(coll, 'decode_tps') / dec_tps:.2f} x the greedy decode rate above "
+          f"(teacher forcing skips the LM head)")
 
 if hf:
     sp_pre = num(hf, "hf_prefill_s") / num(ours, "prefill_s")

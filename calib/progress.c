@@ -87,10 +87,11 @@ static void draw_bar(md_progress *p, const md_collect_progress *g) {
   for (int i = 0; i < MD_PROGRESS_BAR_CELLS; i++) cells[i] = i < filled ? '=' : ' ';
   cells[MD_PROGRESS_BAR_CELLS] = '\0';
   if (filled > 0 && filled < MD_PROGRESS_BAR_CELLS) cells[filled - 1] = '>';
-  snprintf(line, sizeof line, "%s%s[%s] %zu/%zu episodes  step %lld/%lld  %.1f tok/s  ETA %s",
+  snprintf(line, sizeof line, "%s%s[%s] %zu/%zu episodes  step %lld/%lld  %.1f tok/s  ETA %s  %s",
            label(p), label_sep(p), cells, g->episodes_done, g->episodes_total,
            (long long)g->step, (long long)g->steps, decode_rate(g),
-           md_progress_duration(eta_seconds(g), eta, sizeof eta));
+           md_progress_duration(eta_seconds(g), eta, sizeof eta),
+           g->episode_id ? g->episode_id : "");
   int width = terminal_width(p) - 1;
   if ((int)strlen(line) > width) line[width] = '\0';
   fprintf(p->options.out, "\r%s\033[K", line);

@@ -160,9 +160,9 @@ static md_status run_episode(collect_run *run, const md_trace_episode *ep, md_er
   md_episode_tokens t;
   md_status s = md_episode_tokenize(run->tokenizer, ep, &run->tokens_options, &t, err);
   if (s != MD_OK) return s;
-  md_collect_report(run, MD_COLLECT_EPISODE_BEGIN, ep->id);
   run->progress.step = 0;
   run->progress.steps = (int64_t)t.decode_steps;
+  md_collect_report(run, MD_COLLECT_EPISODE_BEGIN, ep->id);
   uint64_t manifest_bytes = 0;
   if ((s = prefill_episode(run, ep, &t, err)) == MD_OK) {
     md_collect_report(run, MD_COLLECT_PREFILL, ep->id);

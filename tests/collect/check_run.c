@@ -3,6 +3,7 @@
  * tests/collect/fixtures/<config>/ (made by tests/collect/make_fixtures.py):
  *
  *   check_run RUN_DIR FIXTURE_DIR [--created] [--skipped N]
+ *   check_run RUN_DIR --contract
  *
  * run.json: every field (model shape from the checkpoint's config, settings,
  * the episodes in trace order with their lengths, complete, manifest_bytes =
@@ -15,6 +16,11 @@
  * heads, each row sums to 1 (within ATTN_TOL), with max at least 1.
  * prefill/<id>.npy: shape [P]; within PREFILL_TOL of HF's column sums; the
  * sum is P (every prompt row sums to 1).
+ *
+ * With --contract (a real checkpoint without an HF reference): the same
+ * checks of the files against each other and run.json (row counts, pos,
+ * page, birth, ids within the vocabulary, region names, shapes, zeros
+ * before birth, row sums, prefill sums), without the reference values.
  *
  * Tolerances (absolute): attention weights 1e-5 (our float32 vs torch's,
  * differing only in summation order; tests/model states the same bound);
@@ -283,12 +289,111 @@ static void check_prefill(const char *run_dir, const char *fixture, json_t *w, w
   free(want_path);
 }
 
+/* ---- contract only ------------------------------------------------------------------- */
+
+static int region_name_ok(const char *name) {
+  if (!name[0] || name[0] < 'a' || name[0] > 'z') return 0;
+  for (const char *c = name; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return 0;
+  return 1;
+}
+
+static size_t contract_manifest_episode(const csv_table *t, size_t row, json_t *e, long long page_size,
+                                        long long vocab) {
+  const char *id = json_str(e, "id");
+  long long prompt = json_int(e, "prompt_tokens"), steps = json_int(e, "decode_steps");
+  int bad = 0;
+  for (long long pos = 0; pos < prompt + steps; pos++, row++) {
+    long long token = field_int(t, row, 5);
+    int ok = row < t->n_rows && t->widths[row] == 7 && field_is(t, row, 0, id) &&
+             field_int(t, row, 1) == pos && field_int(t, row, 3) == pos / page_size &&
+             field_int(t, row, 4) == (pos < prompt ? -1 : pos - prompt) && token >= 0 &&
+             token < vocab && region_name_ok(t->rows[row][2]);
+    if (ok && pos >= prompt) ok = field_is(t, row, 2, json_str(e, "region"));
+    if (!ok && bad++ < 3) CHECK_MSG(0, "manifest row %zu (%s pos %lld) breaks the contract", row, id, pos);
+  }
+  return row;
+}
+
+static void contract_attn(const char *run_dir, json_t *e, int heads_max, worst *w) {
+  const char *id = json_str(e, "id");
+  long long prompt = json_int(e, "prompt_tokens"), steps = json_int(e, "decode_steps");
+  char *path = path_of(run_dir, "attn", id, ".npy");
+  md_npy_array a = load_npy(path, 2);
+  if (a.data && a.shape[0] == steps && a.shape[1] == prompt + steps) {
+    const float *v = a.data;
+    for (long long t = 0; t < steps; t++) {
+      double sum = 0.0;
+      for (long long j = 0; j < prompt + steps; j++) {
+        float x = v[t * (prompt + steps) + j];
+        if (j > prompt + t) CHECK_MSG(x == 0.0f, "%s: attn[%lld][%lld] = %g before birth", id, t, j, x);
+        else sum += x;
+      }
+      w->row_sum = fmax(w->row_sum, heads_max ? fmax(0.0, 1.0 - sum) : fabs(sum - 1.0));
+    }
+  } else {
+    CHECK_MSG(0, "%s: not float32 [%lld, %lld]", path, steps, prompt + steps);
+  }
+  md_npy_free(&a);
+  free(path);
+  path = path_of(run_dir, "prefill", id, ".npy");
+  a = load_npy(path, 1);
+  if (a.data && a.shape[0] == prompt) {
+    double sum = 0.0;
+    for (long long j = 0; j < prompt; j++) sum += ((const float *)a.data)[j];
+    w->prefill_sum = fmax(w->prefill_sum, fabs(sum - (double)prompt) / (double)prompt);
+  } else {
+    CHECK_MSG(0, "%s: not float32 [%lld]", path, prompt);
+  }
+  md_npy_free(&a);
+  free(path);
+}
+
+static int check_contract(const char *run_dir) {
+  char *run_path = path_of(run_dir, "", "run.json", ""), *manifest_path = path_of(run_dir, "", "manifest.csv", "");
+  json_error_t jerr;
+  json_t *run = json_load_file(run_path, 0, &jerr);
+  struct stat info;
+  if (!run || stat(manifest_path, &info) != 0) {
+    fprintf(stderr, "check_run: cannot read %s or %s\n", run_path, manifest_path);
+    return 1;
+  }
+  CHECK(!strcmp(json_str(run, "format"), "memdecay-run/1"));
+  CHECK(json_is_true(json_object_get(run, "complete")));
+  CHECK(json_int(run, "manifest_bytes") == (long long)info.st_size);
+  json_t *agg = json_object_get(run, "aggregation"), *episodes = json_object_get(run, "episodes");
+  long long page_size = json_int(agg, "page_size"), vocab = json_int(json_object_get(run, "model"), "vocab");
+  int heads_max = !strcmp(json_str(agg, "heads"), "max");
+  CHECK(json_array_size(episodes) > 0 && page_size > 0 && vocab > 0);
+  csv_table t = {0};
+  CHECK_MSG(read_csv(manifest_path, &t) == 0, "%s: not valid CSV", manifest_path);
+  size_t row = 1;
+  worst w = {0};
+  for (size_t i = 0; i < json_array_size(episodes); i++) {
+    json_t *e = json_array_get(episodes, i);
+    row = contract_manifest_episode(&t, row, e, page_size, vocab);
+    contract_attn(run_dir, e, heads_max, &w);
+  }
+  CHECK_MSG(row == t.n_rows, "manifest has %zu rows, run.json accounts for %zu", t.n_rows, row);
+  printf("%s: %zu episodes, %zu manifest rows; max row-sum error %.3g, prefill sum relative error %.3g\n",
+         run_dir, json_array_size(episodes), t.n_rows, w.row_sum, w.prefill_sum);
+  CHECK_MSG(w.row_sum <= ATTN_TOL, "row sums off by %g", w.row_sum);
+  CHECK_MSG(w.prefill_sum <= 1e-5, "prefill sums off by %g", w.prefill_sum);
+  free_csv(&t);
+  json_decref(run);
+  free(run_path);
+  free(manifest_path);
+  return md_test_finish("check_run --contract");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: check_run RUN_DIR FIXTURE_DIR [--created] [--skipped N]\n");
+    fprintf(stderr, "usage: check_run RUN_DIR FIXTURE_DIR [--created] [--skipped N]\n"
+                    "       check_run RUN_DIR --contract\n");
     return 2;
   }
   const char *run_dir = argv[1], *fixture = argv[2];
+  if (!strcmp(fixture, "--contract")) return check_contract(run_dir);
   int created = 0;
   long long skipped = 0;
   for (int i = 3; i < argc; i++) {
