@@ -19,6 +19,7 @@ static const command commands[] = {
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
+    {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 

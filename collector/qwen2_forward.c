@@ -271,7 +271,7 @@ static void forward_chunk(md_qwen2_forward *fw, const int32_t *tokens, int64_t n
 /* Logits of every row of the chunk into all_logits, or, without it, of the
  * last row only when this is the last chunk (a vocab-sized matvec saved). */
 static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits, bool last_chunk,
-                              md_error *err) {
+                              bool step, md_error *err) {
   md_kernels *k = fw->k;
   size_t vocab = (size_t)fw->config.vocab_size;
   float eps = (float)fw->config.rms_norm_eps;
@@ -283,6 +283,7 @@ static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits
       if (s != MD_OK) return s;
     }
   }
+  if (step) k->ops->step_end(k);
   return k->ops->sync(k, err);
 }
 
@@ -296,9 +297,13 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
   fw->have_logits = false;
   for (int64_t done = 0; done < n;) {
     int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
+    /* A one-token step is bracketed for back ends that record and replay
+     * steps (kernels.h, step_begin). */
+    bool step = n == 1 && !all_logits && fw->k->ops->step_begin && fw->k->ops->step_end;
+    if (step) fw->k->ops->step_begin(fw->k, fw->pos);
     forward_chunk(fw, tokens + done, chunk);
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
-                     want_last && done + chunk == n, err);
+                     want_last && done + chunk == n, step, err);
     if (s != MD_OK) return s;
     fw->pos += chunk;
     done += chunk;

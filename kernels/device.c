@@ -34,7 +34,10 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
   if (ordinal < 0)
     return md_fail(err, MD_E_INVALID, "unknown device '%s' (expected cpu, cuda or cuda:N)", name);
 #if MD_HAVE_CUDA
-  md_cuda_options cuda = {.device = ordinal};
+  md_cuda_options cuda = {.device = ordinal,
+                          .gemm = options && options->exact_gemm ? MD_CUDA_GEMM_EXACT
+                                                                 : MD_CUDA_GEMM_FAST,
+                          .graphs = options && options->cuda_graphs};
   return md_kernels_cuda_new(&cuda, kernels, err);
 #else
   return md_fail(err, MD_E_DEVICE,

@@ -11,6 +11,11 @@
 typedef struct md_device_options {
   const char *device; /* "cpu" (default when NULL), "cuda" (= "cuda:0") or "cuda:N" */
   int threads;        /* CPU threads (OpenMP, OpenBLAS); 0 = all cores */
+  bool exact_gemm;    /* CUDA: prompt (prefill) products in fp32, the CPU back
+                         end's results to fp32 rounding, instead of BF16/F16
+                         tensor cores (kernels/cuda/cuda.h, MD_CUDA_GEMM_EXACT) */
+  bool cuda_graphs;   /* CUDA: record decode steps as CUDA graphs and replay
+                         them (kernels/cuda/graph.c) */
 } md_device_options;
 
 /* True when this build contains the CUDA back end (meson -Dcuda). */

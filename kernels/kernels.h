@@ -171,6 +171,18 @@ typedef struct md_kernel_ops {
   md_status (*argmax)(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index, md_error *err);
   /* Waits for queued work; reports a deferred device failure. */
   md_status (*sync)(md_kernels *k, md_error *err);
+
+  /* --- decode steps (optional: NULL when a back end has no use for them) -- */
+  /* The forward pass brackets each one-token step with these: step_begin
+   * before the step's first operation, with the step's position (pos0 of
+   * its rope, kv_store and attention calls), step_end after its last (the
+   * logits) and before it synchronises. A back end may record the step's
+   * operations once and replay the recording in later steps (the CUDA back
+   * end's graphs); it compares the operations and their arguments with the
+   * recording and replays only when nothing but the position and the token
+   * id differs. Failures are reported by the next sync. */
+  void (*step_begin)(md_kernels *k, int64_t pos);
+  void (*step_end)(md_kernels *k);
 } md_kernel_ops;
 
 /* Every back end instance starts with this header. */

@@ -1,0 +1,392 @@
+// Causal GQA attention over the KV cache, with the fused capture of the
+// attention each key receives (kernels/kernels.h, md_attn_capture).
+//
+// Scores are q . k * scale, scale = float(head_dim ** -0.5); softmax in fp32
+// as exp(s - max) * (1 / sum), the CPU back end's (and HF eager's) formula.
+// Query head h reads KV head h / (n_heads / n_kv_heads).
+//
+// Decode (one query row per head), split over chunks of kDecodeChunk keys:
+//   partial   grid (chunks, kv heads): scores of the chunk's keys for the
+//             group's query heads (one warp per (key, head), so a key is
+//             read from memory once and from L1 for the other heads), the
+//             chunk's max and sum of exp(s - max), and the chunk's partial
+//             output sum_j exp(s_j - max) v_j;
+//   combine   grid (heads): the row's max M and sum L over chunks, and the
+//             output;
+//   weights   grid over keys, when capturing or hooked: one thread per key
+//             computes w = exp(s - M) * (1 / L) for every head and adds the
+//             mean (or max) over heads into the capture buffer: each key is
+//             owned by one thread, so no atomics are needed.
+// In a step recorded as a CUDA graph (graph.c) the position is read from
+// device memory and the grids cover the cache's capacity; blocks and
+// threads beyond the visible keys do nothing.
+// Prefill, flash-style with O(n * head_dim) memory (no n x n matrix):
+//   forward   grid (row blocks of kRows, heads): one warp per query row runs
+//             an online softmax over tiles of kTile keys (kept in shared
+//             memory for the block's rows) and writes the output and the
+//             row's final max and sum;
+//   colsum    grid (key tiles, heads), for a capture: recomputes the tile's
+//             scores against every query row that sees it, p = exp(s - max)
+//             * (1 / sum), and sums each key's column per head;
+//   reduce    adds weight / n_heads * (sum over heads) into the capture;
+//   rows      the hook's rows, recomputed the same way (diagnostics).
+// forward, colsum and rows compute a score with the same code (dot_seq: an
+// fmaf chain in index order, then __fmul_rn by the scale) on the same
+// values, so they agree bit for bit.
+#include "kernels/cuda/common.cuh"
+
+namespace md_cuda {
+
+constexpr int kDecodeChunk = 64;    // keys per decode block
+constexpr int kDecodeThreads = 256;
+constexpr int kRows = 8;            // prefill query rows per block (one warp each)
+constexpr int kTile = 32;           // prefill keys per tile (one per lane)
+constexpr int kMaxDimPerLane = MD_CUDA_MAX_HEAD_DIM / 32;
+
+// The first query position: a->pos0, or, in a recorded decode step, the
+// position written to device memory before each replay.
+__device__ __forceinline__ int64_t first_position(const md_cuda_attn_args &a) {
+  return a.pos_dev ? *a.pos_dev : a.pos0;
+}
+
+__device__ __forceinline__ const float *keys_of(const md_cuda_attn_args &a, int kv) {
+  return a.cache + (size_t)kv * (size_t)a.capacity * (size_t)a.head_dim;
+}
+
+__device__ __forceinline__ const float *values_of(const md_cuda_attn_args &a, int kv) {
+  return a.cache + (size_t)(a.n_kv_heads + kv) * (size_t)a.capacity * (size_t)a.head_dim;
+}
+
+// q . k in index order, one fmaf at a time.
+__device__ __forceinline__ float dot_seq(const float *q, const float *k, int n) {
+  float acc = 0.0f;
+  for (int d = 0; d < n; d++) acc = fmaf(q[d], k[d], acc);
+  return acc;
+}
+
+// Row stride of a key tile in shared memory: odd, so that the 32 lanes
+// reading 32 different rows at the same column hit 32 different banks.
+__host__ __device__ __forceinline__ int key_stride(int head_dim) { return head_dim | 1; }
+
+// ---- decode ------------------------------------------------------------------
+
+__global__ void __launch_bounds__(kDecodeThreads)
+    attn_decode_partial_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
+  MD_DYNAMIC_SMEM(float, smem);
+  const int hd = a.head_dim, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
+  const int kv = blockIdx.y, h0 = kv * group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int64_t n_keys = first_position(a) + 1, j0 = (int64_t)blockIdx.x * kDecodeChunk;
+  if (j0 >= n_keys) return;  // a grid sized for the capacity: the whole block has no keys
+  const int nk = (int)(n_keys - j0 < kDecodeChunk ? n_keys - j0 : kDecodeChunk);
+  float *q_s = smem;               // [group][hd]
+  float *p_s = q_s + group * hd;   // [group][kDecodeChunk]: scores, then exp(s - chunk max)
+  const float *keys = keys_of(a, kv), *values = values_of(a, kv);
+
+  for (int i = threadIdx.x; i < group * hd; i += blockDim.x) q_s[i] = a.q[(size_t)h0 * hd + i];
+  __syncthreads();
+  for (int item = warp; item < nk * group; item += warps) {
+    const int jj = item / group, g = item % group;
+    const float *krow = keys + (size_t)(j0 + jj) * hd;
+    float acc = 0.0f;
+    for (int d = lane; d < hd; d += 32) acc = fmaf(q_s[g * hd + d], krow[d], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      const float score = __fmul_rn(acc, a.scale);
+      p_s[g * kDecodeChunk + jj] = score;
+      s.scores[(size_t)(h0 + g) * n_keys + j0 + jj] = score;
+    }
+  }
+  __syncthreads();
+  for (int g = warp; g < group; g += warps) {
+    float *row = p_s + g * kDecodeChunk;
+    float max = -INFINITY;
+    for (int jj = lane; jj < nk; jj += 32) max = fmaxf(max, row[jj]);
+    max = warp_max(max);
+    float sum = 0.0f;
+    for (int jj = lane; jj < nk; jj += 32) {
+      const float e = expf(__fsub_rn(row[jj], max));
+      row[jj] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      s.part_max[(size_t)blockIdx.x * H + h0 + g] = max;
+      s.part_sum[(size_t)blockIdx.x * H + h0 + g] = sum;
+    }
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < group * hd; item += blockDim.x) {
+    const int g = item / hd, d = item % hd;
+    const float *row = p_s + g * kDecodeChunk;
+    float acc = 0.0f;
+    for (int jj = 0; jj < nk; jj++) acc = fmaf(row[jj], values[(size_t)(j0 + jj) * hd + d], acc);
+    s.part_out[((size_t)blockIdx.x * H + h0 + g) * hd + d] = acc;
+  }
+}
+
+__global__ void attn_decode_combine_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
+  const int h = blockIdx.x, H = a.n_heads, hd = a.head_dim;
+  const int64_t chunks = (first_position(a) + kDecodeChunk) / kDecodeChunk;  // of pos + 1 keys
+  float max = -INFINITY;
+  for (int64_t c = 0; c < chunks; c++) max = fmaxf(max, s.part_max[c * H + h]);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < chunks; c++)
+    sum += s.part_sum[c * H + h] * expf(__fsub_rn(s.part_max[c * H + h], max));
+  const float inv = 1.0f / sum;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < chunks; c++)
+      acc = fmaf(s.part_out[((size_t)c * H + h) * hd + d], expf(__fsub_rn(s.part_max[c * H + h], max)),
+                 acc);
+    a.out[(size_t)h * hd + d] = acc * inv;
+  }
+  if (threadIdx.x == 0) {
+    s.stats[2 * h] = max;
+    s.stats[2 * h + 1] = sum;
+  }
+}
+
+// The capture's reduction over heads follows the CPU back end: heads in
+// order, sum / n_heads (mean) or max starting from 0, then received +=
+// weight * that, each a separately rounded float operation.
+__global__ void attn_decode_weights_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
+                                           bool write_rows, float *received, float weight,
+                                           bool heads_max) {
+  const int64_t n_keys = first_position(a) + 1;
+  const int H = a.n_heads;
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_keys;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    float sum = 0.0f, max = 0.0f;
+    for (int h = 0; h < H; h++) {
+      const float row_max = s.stats[2 * h], inv = 1.0f / s.stats[2 * h + 1];
+      float *score = s.scores + (size_t)h * n_keys + j;
+      const float w = __fmul_rn(expf(__fsub_rn(*score, row_max)), inv);
+      if (write_rows) *score = w;
+      sum = __fadd_rn(sum, w);
+      if (w > max) max = w;
+    }
+    if (received)
+      received[j] = __fadd_rn(received[j], __fmul_rn(weight, heads_max ? max : sum / (float)H));
+  }
+}
+
+// ---- prefill -----------------------------------------------------------------
+
+// Shared memory: the key tile [kTile][key_stride], the value tile
+// [kTile][hd] and one query row per warp [kRows][hd]. (The launch bounds
+// say one block per SM at least: with the block size alone, nvcc 13's
+// ptxas held the kernel to 32 registers and spilled.)
+__global__ void __launch_bounds__(kRows * 32, 1)
+    attn_prefill_kernel(md_cuda_attn_args a, float *row_max, float *row_sum) {
+  MD_DYNAMIC_SMEM(float, smem);
+  const int hd = a.head_dim, ks = key_stride(hd), H = a.n_heads;
+  const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float *k_s = smem, *v_s = k_s + kTile * ks, *q_s = v_s + kTile * hd + warp * hd;
+  const int64_t i = (int64_t)blockIdx.x * kRows + warp;  // this warp's query row
+  const bool active = i < a.n;                           // warp-uniform
+  const int64_t pos = a.pos0 + i;
+  const int64_t block_end = (int64_t)(blockIdx.x + 1) * kRows < a.n ? (int64_t)(blockIdx.x + 1) * kRows : a.n;
+  const int64_t last_key = a.pos0 + block_end - 1;       // the block's last row sees keys 0..last_key
+  const float *keys = keys_of(a, kv), *values = values_of(a, kv);
+
+  if (active)
+    for (int d = lane; d < hd; d += 32) q_s[d] = a.q[((size_t)i * H + h) * hd + d];
+  float max = -INFINITY, sum = 0.0f, acc[kMaxDimPerLane];
+#pragma unroll
+  for (int c = 0; c < kMaxDimPerLane; c++) acc[c] = 0.0f;
+
+  for (int64_t t0 = 0; t0 <= last_key; t0 += kTile) {  // the same trip count for every warp
+    __syncthreads();                                     // the previous tile has been read
+    for (int idx = threadIdx.x; idx < kTile * hd; idx += blockDim.x) {
+      const int jj = idx / hd, d = idx % hd;
+      const int64_t key = t0 + jj;
+      const bool in = key <= last_key;
+      k_s[jj * ks + d] = in ? keys[(size_t)key * hd + d] : 0.0f;
+      v_s[jj * hd + d] = in ? values[(size_t)key * hd + d] : 0.0f;
+    }
+    __syncthreads();
+    if (!active) continue;
+    const int64_t key = t0 + lane;
+    const bool visible = key <= pos;
+    const float score = visible ? __fmul_rn(dot_seq(q_s, k_s + lane * ks, hd), a.scale) : -INFINITY;
+    // Key 0 is in the first tile and visible to every row, so the running
+    // max is finite from then on; before it, exp(-inf) = 0 clears nothing.
+    const float new_max = fmaxf(max, warp_max(score));
+    const float p = visible ? expf(__fsub_rn(score, new_max)) : 0.0f;
+    const float rescale = expf(__fsub_rn(max, new_max));
+    sum = sum * rescale + warp_sum(p);
+#pragma unroll
+    for (int c = 0; c < kMaxDimPerLane; c++) acc[c] *= rescale;
+    for (int jj = 0; jj < kTile; jj++) {
+      const float pj = __shfl_sync(kFullMask, p, jj);
+#pragma unroll
+      for (int c = 0; c < kMaxDimPerLane; c++) {
+        const int d = lane + 32 * c;
+        if (d < hd) acc[c] = fmaf(pj, v_s[jj * hd + d], acc[c]);
+      }
+    }
+    max = new_max;
+  }
+  if (!active) return;
+  const float inv = 1.0f / sum;
+#pragma unroll
+  for (int c = 0; c < kMaxDimPerLane; c++) {
+    const int d = lane + 32 * c;
+    if (d < hd) a.out[((size_t)i * H + h) * hd + d] = acc[c] * inv;
+  }
+  if (lane == 0) {
+    row_max[i * H + h] = max;
+    row_sum[i * H + h] = sum;
+  }
+}
+
+// Shared memory: the key tile [kTile][key_stride], one query row per warp
+// [kRows][hd], the warps' partial column sums [kRows][kTile].
+__global__ void __launch_bounds__(kRows * 32, 1)
+    attn_prefill_colsum_kernel(md_cuda_attn_args a, const float *row_max, const float *row_sum,
+                               float *colsum) {
+  MD_DYNAMIC_SMEM(float, smem);
+  const int hd = a.head_dim, ks = key_stride(hd), H = a.n_heads;
+  const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n_keys = a.pos0 + a.n, t0 = (int64_t)blockIdx.x * kTile;
+  float *k_s = smem, *q_s = k_s + kTile * ks + warp * hd, *part = k_s + kTile * ks + kRows * hd;
+  const float *keys = keys_of(a, kv);
+
+  for (int idx = threadIdx.x; idx < kTile * hd; idx += blockDim.x) {
+    const int jj = idx / hd, d = idx % hd;
+    const int64_t key = t0 + jj;
+    k_s[jj * ks + d] = key < n_keys ? keys[(size_t)key * hd + d] : 0.0f;
+  }
+  __syncthreads();
+  const int64_t key = t0 + lane;
+  const int64_t first_row = t0 > a.pos0 ? t0 - a.pos0 : 0;  // rows before it see none of the tile
+  float column = 0.0f;
+  for (int64_t i = first_row + warp; i < a.n; i += kRows) {
+    for (int d = lane; d < hd; d += 32) q_s[d] = a.q[((size_t)i * H + h) * hd + d];
+    __syncwarp();
+    if (key <= a.pos0 + i) {
+      const float score = __fmul_rn(dot_seq(q_s, k_s + lane * ks, hd), a.scale);
+      const float inv = 1.0f / row_sum[i * H + h];
+      column += __fmul_rn(expf(__fsub_rn(score, row_max[i * H + h])), inv);
+    }
+    __syncwarp();  // q_s is overwritten next
+  }
+  part[warp * kTile + lane] = column;
+  __syncthreads();
+  if (warp == 0 && key < n_keys) {
+    float total = 0.0f;
+    for (int w = 0; w < kRows; w++) total += part[w * kTile + lane];
+    colsum[(size_t)h * n_keys + key] = total;
+  }
+}
+
+__global__ void attn_colsum_reduce_kernel(const float *colsum, int n_heads, int64_t n_keys,
+                                          float *received, float weight_per_head) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_keys;
+       j += (int64_t)gridDim.x * blockDim.x) {
+    float total = 0.0f;
+    for (int h = 0; h < n_heads; h++) total += colsum[(size_t)h * n_keys + j];
+    received[j] = __fadd_rn(received[j], __fmul_rn(weight_per_head, total));
+  }
+}
+
+// grid (rows, heads); shared memory: the query row [hd].
+__global__ void attn_prefill_rows_kernel(md_cuda_attn_args a, const float *row_max,
+                                         const float *row_sum, int64_t i0, float *dst) {
+  MD_DYNAMIC_SMEM(float, q_s);
+  const int hd = a.head_dim, H = a.n_heads;
+  const int h = blockIdx.y, kv = h / (H / a.n_kv_heads);
+  const int64_t r = blockIdx.x, i = i0 + r, pos = a.pos0 + i, n_keys = a.pos0 + a.n;
+  const float *keys = keys_of(a, kv);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) q_s[d] = a.q[((size_t)i * H + h) * hd + d];
+  __syncthreads();
+  const float max = row_max[i * H + h], inv = 1.0f / row_sum[i * H + h];
+  float *row = dst + ((size_t)r * H + h) * n_keys;
+  for (int64_t j = threadIdx.x; j < n_keys; j += blockDim.x) {
+    float w = 0.0f;
+    if (j <= pos) {
+      const float score = __fmul_rn(dot_seq(q_s, keys + (size_t)j * hd, hd), a.scale);
+      w = __fmul_rn(expf(__fsub_rn(score, max)), inv);
+    }
+    row[j] = w;
+  }
+}
+
+size_t decode_smem(const md_cuda_attn_args *a) {
+  const size_t group = (size_t)(a->n_heads / a->n_kv_heads);
+  return (group * (size_t)a->head_dim + group * kDecodeChunk) * sizeof(float);
+}
+
+size_t prefill_smem(const md_cuda_attn_args *a) {
+  const size_t hd = (size_t)a->head_dim, ks = (size_t)key_stride(a->head_dim);
+  return (kTile * ks + kTile * hd + kRows * hd) * sizeof(float);
+}
+
+size_t colsum_smem(const md_cuda_attn_args *a) {
+  const size_t hd = (size_t)a->head_dim, ks = (size_t)key_stride(a->head_dim);
+  return (kTile * ks + kRows * hd + kRows * kTile) * sizeof(float);
+}
+
+}  // namespace md_cuda
+
+using namespace md_cuda;
+
+extern "C" int64_t md_cuda_decode_chunks(int64_t n_keys) {
+  return (n_keys + kDecodeChunk - 1) / kDecodeChunk;
+}
+
+extern "C" void md_cuda_attention_init(md_cuda_ctx *ctx) {
+  const int limit = (int)ctx->max_smem_optin;
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_decode_partial_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_colsum_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+}
+
+extern "C" void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
+                                    const md_cuda_decode_scratch *s, int64_t max_keys) {
+  const int64_t chunks = md_cuda_decode_chunks(max_keys);
+  MD_LAUNCH(ctx, attn_decode_partial_kernel, dim3((unsigned)chunks, (unsigned)a->n_kv_heads),
+            kDecodeThreads, decode_smem(a), *a, *s);
+  MD_LAUNCH(ctx, attn_decode_combine_kernel, dim3((unsigned)a->n_heads), 128, 0, *a, *s);
+}
+
+extern "C" void md_cuda_attn_decode_weights(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
+                                            const md_cuda_decode_scratch *s, int64_t max_keys,
+                                            bool write_rows, float *received, float weight,
+                                            bool heads_max) {
+  MD_LAUNCH(ctx, attn_decode_weights_kernel, dim3(grid_for((size_t)max_keys, 256)), 256, 0, *a, *s,
+            write_rows, received, weight, heads_max);
+}
+
+extern "C" void md_cuda_attn_prefill(md_cuda_ctx *ctx, const md_cuda_attn_args *a, float *row_max,
+                                     float *row_sum) {
+  const unsigned row_blocks = (unsigned)((a->n + kRows - 1) / kRows);
+  MD_LAUNCH(ctx, attn_prefill_kernel, dim3(row_blocks, (unsigned)a->n_heads), kRows * 32,
+            prefill_smem(a), *a, row_max, row_sum);
+}
+
+extern "C" void md_cuda_attn_prefill_colsum(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
+                                            const float *row_max, const float *row_sum,
+                                            float *colsum, float *received,
+                                            float weight_per_head) {
+  const int64_t n_keys = a->pos0 + a->n;
+  const unsigned key_tiles = (unsigned)((n_keys + kTile - 1) / kTile);
+  MD_LAUNCH(ctx, attn_prefill_colsum_kernel, dim3(key_tiles, (unsigned)a->n_heads), kRows * 32,
+            colsum_smem(a), *a, row_max, row_sum, colsum);
+  MD_LAUNCH(ctx, attn_colsum_reduce_kernel, dim3(grid_for((size_t)n_keys, 256)), 256, 0, colsum,
+            a->n_heads, n_keys, received, weight_per_head);
+}
+
+extern "C" void md_cuda_attn_prefill_rows(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
+                                          const float *row_max, const float *row_sum, int64_t i0,
+                                          int64_t rows, float *dst) {
+  if (rows <= 0) return;
+  MD_LAUNCH(ctx, attn_prefill_rows_kernel, dim3((unsigned)rows, (unsigned)a->n_heads), 256,
+            (size_t)a->head_dim * sizeof(float), *a, row_max, row_sum, i0, dst);
+}

@@ -1,0 +1,198 @@
+/* The CUDA back end instance, shared by backend.c (instance, memory,
+ * reads, weights, element-wise ops) and compute.c (matrix products and
+ * attention). Private to kernels/cuda. */
+#ifndef MD_KERNELS_CUDA_BACKEND_H
+#define MD_KERNELS_CUDA_BACKEND_H
+
+#include <cublas_v2.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda.h"
+#include "kernels/cuda/cuda_internal.h"
+
+struct md_kbuf {
+  float *data; /* device memory */
+  size_t n;    /* floats */
+};
+
+/* A 2-D weight's device copy, shared by every md_kweight made from the same
+ * host tensor (a tied LM head and its embedding). */
+typedef struct md_cuda_upload {
+  const void *host;
+  size_t nbytes;
+  md_dtype dtype;
+  void *device;
+  int refs;
+  struct md_cuda_upload *next;
+} md_cuda_upload;
+
+struct md_kweight {
+  md_dtype dtype;          /* F32 for 1-D weights (converted on upload) */
+  int64_t rows, cols;      /* [rows, cols]; 1-D weights have rows = 1 */
+  const void *data;        /* device memory */
+  md_cuda_upload *upload;  /* 2-D: the shared copy; 1-D: NULL, data owned */
+};
+
+/* One overlapped read (buf_read_start .. buf_read_finish). */
+typedef struct md_cuda_read_slot {
+  float *staging;          /* pinned host memory */
+  size_t staging_floats;
+  float *dst;
+  size_t n;
+  const md_kbuf *buf;
+  bool pending;            /* started, not finished */
+  bool guarded;            /* the compute stream already waits for the copy */
+  cudaEvent_t ready;       /* compute stream: the buffer holds the values */
+  cudaEvent_t done;        /* copy stream: the copy is complete */
+} md_cuda_read_slot;
+
+/* Device scratch that grows on demand (never shrinks). */
+typedef struct md_cuda_scratch {
+  void *ptr;
+  size_t bytes;
+} md_cuda_scratch;
+
+/* ---- recorded decode steps (graph.c) ----------------------------------------- */
+
+/* One operation of a decode step, logged between step_begin and step_end
+ * with the arguments needed to run it (positions and the token id are the
+ * step's). Entries are memset to zero before they are filled, so that two
+ * logs compare with memcmp. */
+typedef enum md_cuda_op_kind {
+  MD_CUDA_OP_EMBED = 1,
+  MD_CUDA_OP_RMSNORM,
+  MD_CUDA_OP_MATMUL,
+  MD_CUDA_OP_ROPE,
+  MD_CUDA_OP_KV_STORE,
+  MD_CUDA_OP_ATTENTION,
+  MD_CUDA_OP_SWIGLU,
+  MD_CUDA_OP_ADD,
+  MD_CUDA_OP_LOGITS,
+  MD_CUDA_OP_ZERO,
+} md_cuda_op_kind;
+
+typedef struct md_cuda_op {
+  md_cuda_op_kind kind;
+  md_kbuf *out, *out2;           /* the buffers the operation writes */
+  const md_kbuf *in, *in2;       /* and reads */
+  const md_kweight *w, *w2;
+  int64_t n, row;
+  int ints[3];                   /* rope: heads, kv heads, head_dim */
+  float eps;
+  double theta;
+  size_t count, offset;
+  md_attn_shape shape;
+  md_attn_capture capture;       /* received NULL: none */
+  md_attn_hook hook;             /* on_row NULL: none (a hooked step is not recorded) */
+  const int32_t *tokens;         /* embed: the caller's (valid until step_end) */
+} md_cuda_op;
+
+#define MD_CUDA_GRAPH_CACHE 4
+
+/* A recorded step: its log and the instantiated CUDA graph. */
+typedef struct md_cuda_graph {
+  md_cuda_op *ops;
+  size_t n_ops;
+  cudaGraphExec_t exec;
+  uint64_t last_use;
+} md_cuda_graph;
+
+/* What a replay reads at its start (pinned host memory). */
+typedef struct md_cuda_step_params {
+  int64_t pos;
+  int32_t token;
+} md_cuda_step_params;
+
+typedef struct md_cuda_kernels {
+  md_kernels base;
+  md_cuda_ctx ctx;
+  cudaStream_t copy_stream;
+  cublasHandle_t blas;
+  md_cuda_gemm gemm;
+  char description[256];
+  md_cuda_upload *uploads;
+  md_cuda_read_slot slots[MD_KERNELS_READ_SLOTS];
+  md_cuda_scratch half_act;   /* prefill activations rounded to BF16/F16 */
+  md_cuda_scratch f32_tiles;  /* EXACT prefill: weight tiles converted to f32 */
+  md_cuda_scratch attn;       /* attention: scores, partial sums, row statistics */
+  md_cuda_scratch hook_rows;  /* attention rows for the hook */
+  md_cuda_scratch norm_row;   /* logits: the normalised row */
+  md_cuda_scratch tokens;     /* embed: token ids */
+  float *hook_host;           /* host copy of hook rows */
+  size_t hook_host_floats;
+  int32_t *tokens_pinned;     /* embed: staging of the token ids */
+  size_t tokens_pinned_n;
+  cudaEvent_t tokens_copied;  /* the staging may be rewritten after it */
+  float *inv_freq;            /* RoPE inverse frequencies (device), for: */
+  int inv_freq_dim;
+  double inv_freq_theta;
+  int *overflow;              /* device flag: F16 activations overflowed */
+  bool overflow_armed;        /* an F16 conversion ran since the last check */
+  int64_t *argmax_index;      /* device */
+  int64_t *argmax_host;       /* pinned */
+  /* recorded decode steps (graph.c) */
+  bool graphs;                /* record and replay decode steps */
+  bool logging;               /* between step_begin and step_end: ops are logged */
+  bool replayable;            /* the logged step may be recorded */
+  bool capturing;             /* a logged step runs under stream capture */
+  md_cuda_op *log;
+  size_t log_n, log_capacity;
+  int64_t step_pos;
+  int32_t step_token;         /* the step's token id (-1: none logged) */
+  const int32_t *step_tokens; /* the caller's ids, for running the log as it is */
+  md_cuda_graph graph_cache[MD_CUDA_GRAPH_CACHE];
+  uint64_t graph_clock;
+  md_cuda_step_params *step_params; /* pinned */
+  int64_t *step_pos_dev;      /* device copy of step_params->pos during a replay */
+  cudaEvent_t graph_done;     /* the last replay is complete */
+} md_cuda_kernels;
+
+static inline md_cuda_kernels *md_cuda_of(md_kernels *k) { return (md_cuda_kernels *)k; }
+
+/* Starts an operation: false (do nothing) while a failure is pending. */
+bool md_cuda_enter(md_cuda_kernels *c);
+
+/* Makes the compute stream wait for pending reads of buf before work that
+ * writes it is queued. */
+void md_cuda_guard_write(md_cuda_kernels *c, const md_kbuf *buf);
+
+/* At least `bytes` of scratch s (grown after the queued work is done);
+ * NULL with a recorded failure when it cannot be allocated. */
+void *md_cuda_scratch_get(md_cuda_kernels *c, md_cuda_scratch *s, size_t bytes, const char *what);
+
+/* RoPE inverse frequencies for (head_dim, theta), device memory; NULL
+ * with a recorded failure. */
+const float *md_cuda_rope_table(md_cuda_kernels *c, int head_dim, double theta);
+
+/* Checks a buffer holds at least `floats` floats (recorded failure if not). */
+bool md_cuda_fits(md_cuda_kernels *c, const char *op, const char *name, const md_kbuf *buf,
+                  size_t floats);
+
+/* graph.c: step_begin / step_end, the log, and resources */
+void md_cuda_step_begin(md_kernels *k, int64_t pos);
+void md_cuda_step_end(md_kernels *k);
+/* When logging, appends op (the caller memset it and filled it) and
+ * returns true: the operation must not run now. */
+bool md_cuda_log(md_cuda_kernels *c, const md_cuda_op *op);
+/* A zeroed op of this kind, to fill and log. */
+static inline void md_cuda_op_init(md_cuda_op *op, md_cuda_op_kind kind) {
+  memset(op, 0, sizeof *op);
+  op->kind = kind;
+}
+void md_cuda_graphs_free(md_cuda_kernels *c);
+/* Runs a step's logged operations now (no recording): what buffer reads
+ * and writes, synchronisation and memory management do when called inside
+ * a step, so that they see the operations queued before them. */
+void md_cuda_flush_log(md_cuda_kernels *c);
+
+/* compute.c */
+/* Bytes of decode scratch for max_keys keys. */
+size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys);
+void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
+                       const md_kweight *bias, int64_t n);
+void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
+                          const md_attn_shape *shape, int64_t pos0, int64_t n,
+                          const md_attn_hook *hook, const md_attn_capture *capture);
+
+#endif

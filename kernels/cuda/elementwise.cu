@@ -1,0 +1,253 @@
+// Per-element and per-row kernels: embedding, RMSNorm, RoPE, KV-cache
+// stores, SwiGLU, residual add, bias rows, dtype conversions and argmax.
+//
+// They compute what the CPU back end computes, in the same order where the
+// order decides the rounding: products and sums that the CPU code writes as
+// separate float operations use __fmul_rn / __fadd_rn here, so that nvcc
+// does not contract them into fused multiply-adds (the CPU build does not
+// contract: -std=c11 implies -ffp-contract=off).
+#include "kernels/cuda/common.cuh"
+
+namespace md_cuda {
+
+__global__ void embed_kernel(float *x, const void *table, md_dtype dtype, const int32_t *tokens,
+                             int64_t n, int64_t dim) {
+  for (int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    size_t base = (size_t)tokens[i] * (size_t)dim;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      x[i * dim + j] = weight_at(table, dtype, base + (size_t)j);
+  }
+}
+
+// One block per row. HF's Qwen2RMSNorm: variance = mean(x^2) in fp32 (our
+// sum of squares is in double, as the CPU back end's), x * rsqrt(variance +
+// eps) times the weight. out may alias x: each thread reads the elements it
+// later writes, and all reads of the sum happen before the barrier.
+__global__ void rmsnorm_kernel(float *out, const float *x, const float *weight, int64_t n,
+                               int64_t dim, float eps) {
+  __shared__ double warp_part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
+    const float *xr = x + row * dim;
+    double sum_sq = 0.0;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum_sq += (double)xr[j] * (double)xr[j];
+    sum_sq = warp_sum(sum_sq);
+    if (lane == 0) warp_part[warp] = sum_sq;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < warps; w++) total += warp_part[w];
+    float variance = (float)(total / (double)dim);
+    float inv_rms = 1.0f / sqrtf(variance + eps);
+    float *outr = out + row * dim;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      outr[j] = __fmul_rn(weight[j], __fmul_rn(xr[j], inv_rms));
+    __syncthreads();  // warp_part is reused by the next row
+  }
+}
+
+// One block per token; threads over (head, i) pairs of queries then keys.
+// The angle is pos * inv_freq[i] in float32 as HF computes it; its cosine
+// and sine are evaluated in double and rounded, i.e. correctly rounded like
+// glibc's cosf/sinf on the CPU side (CUDA's cosf is within 2 ulp only).
+__global__ void rope_kernel(float *q, float *k, const float *inv_freq, int64_t n, int n_heads,
+                            int n_kv_heads, int head_dim, int64_t pos0, const int64_t *pos_dev) {
+  const int half = head_dim / 2;
+  const int pairs = (n_heads + n_kv_heads) * half;
+  const int64_t start = pos_dev ? *pos_dev : pos0;
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+    const float pos = (float)(start + t);
+    for (int p = threadIdx.x; p < pairs; p += blockDim.x) {
+      int head = p / half, i = p % half;
+      float *v = head < n_heads ? q + (t * n_heads + head) * head_dim
+                                : k + (t * n_kv_heads + (head - n_heads)) * head_dim;
+      float angle = __fmul_rn(pos, inv_freq[i]);
+      double sin_d, cos_d;
+      sincos((double)angle, &sin_d, &cos_d);
+      float c = (float)cos_d, s = (float)sin_d;
+      float x1 = v[i], x2 = v[i + half];
+      v[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+      v[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+    }
+  }
+}
+
+// grid (tokens, kv heads): one head's key and value rows per block.
+__global__ void kv_store_kernel(float *cache, const float *key, const float *value, int n_kv_heads,
+                                int head_dim, int64_t capacity, int64_t pos0, const int64_t *pos_dev,
+                                int64_t n) {
+  const int g = blockIdx.y;
+  if (pos_dev) pos0 = *pos_dev;
+  const size_t values_offset = (size_t)n_kv_heads * (size_t)capacity * (size_t)head_dim;
+  for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+    size_t src = ((size_t)t * n_kv_heads + g) * head_dim;
+    size_t dst = ((size_t)g * capacity + (size_t)(pos0 + t)) * head_dim;
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+      cache[dst + d] = key[src + d];
+      cache[values_offset + dst + d] = value[src + d];
+    }
+  }
+}
+
+// silu(g) * u = g / (1 + exp(-g)) * u, as torch and the CPU back end.
+__global__ void swiglu_kernel(float *gate, const float *up, size_t count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+__global__ void add_kernel(float *x, const float *y, size_t count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x)
+    x[i] = x[i] + y[i];
+}
+
+__global__ void fill_rows_kernel(float *y, const float *row, int64_t n, int64_t cols) {
+  size_t count = (size_t)n * (size_t)cols;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x)
+    y[i] = row[i % (size_t)cols];
+}
+
+__global__ void to_bf16_kernel(uint16_t *dst, const float *src, size_t count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
+}
+
+__global__ void to_f16_kernel(uint16_t *dst, const float *src, size_t count, int *overflow) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x) {
+    __half h = __float2half_rn(src[i]);
+    if (__hisinf(h) || __hisnan(h)) *overflow = 1;
+    dst[i] = __half_as_ushort(h);
+  }
+}
+
+__global__ void rows_to_f32_kernel(float *dst, const void *w, md_dtype dtype, int64_t cols,
+                                   int64_t r0, int64_t r1) {
+  size_t count = (size_t)(r1 - r0) * (size_t)cols, base = (size_t)r0 * (size_t)cols;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = weight_at(w, dtype, base + i);
+}
+
+// One block. "b beats a" when b is larger, or equal and earlier: the first
+// index of the maximum, as torch.argmax and the CPU back end (for finite
+// values; NaN logits give an unspecified index).
+__device__ __forceinline__ bool beats(float bv, int64_t bi, float av, int64_t ai) {
+  return bv > av || (bv == av && bi < ai);
+}
+
+__global__ void argmax_kernel(const float *v, int64_t n, int64_t *index) {
+  __shared__ float best_v[32];
+  __shared__ int64_t best_i[32];
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;  // loses every tie against a real element
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (bi == INT64_MAX || v[i] > bv) {  // strictly larger: a thread's indices increase
+      bv = v[i];
+      bi = i;
+    }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    float ov = __shfl_xor_sync(kFullMask, bv, offset);
+    int64_t oi = __shfl_xor_sync(kFullMask, bi, offset);
+    if (beats(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) {
+    best_v[warp] = bv;
+    best_i[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int warps = (blockDim.x + 31) >> 5;
+    for (int w = 1; w < warps; w++)
+      if (beats(best_v[w], best_i[w], bv, bi)) {
+        bv = best_v[w];
+        bi = best_i[w];
+      }
+    *index = bi;
+  }
+}
+
+}  // namespace md_cuda
+
+using namespace md_cuda;
+
+extern "C" void md_cuda_embed(md_cuda_ctx *ctx, float *x, const void *table, md_dtype dtype,
+                              const int32_t *tokens, int64_t n, int64_t dim) {
+  if (n <= 0 || dim <= 0) return;
+  unsigned rows = n < 65536 ? (unsigned)n : 65536u;
+  MD_LAUNCH(ctx, embed_kernel, dim3(rows), 256, 0, x, table, dtype, tokens, n, dim);
+}
+
+extern "C" void md_cuda_rmsnorm(md_cuda_ctx *ctx, float *out, const float *x, const float *weight,
+                                int64_t n, int64_t dim, float eps) {
+  if (n <= 0 || dim <= 0) return;
+  unsigned rows = n < 65536 ? (unsigned)n : 65536u;
+  MD_LAUNCH(ctx, rmsnorm_kernel, dim3(rows), 256, 0, out, x, weight, n, dim, eps);
+}
+
+extern "C" void md_cuda_rope(md_cuda_ctx *ctx, float *q, float *k, const float *inv_freq, int64_t n,
+                             int n_heads, int n_kv_heads, int head_dim, int64_t pos0,
+                             const int64_t *pos_dev) {
+  if (n <= 0) return;
+  unsigned rows = n < 65536 ? (unsigned)n : 65536u;
+  MD_LAUNCH(ctx, rope_kernel, dim3(rows), 128, 0, q, k, inv_freq, n, n_heads, n_kv_heads, head_dim,
+            pos0, pos_dev);
+}
+
+extern "C" void md_cuda_kv_store(md_cuda_ctx *ctx, float *cache, const float *key,
+                                 const float *value, int n_kv_heads, int head_dim,
+                                 int64_t capacity, int64_t pos0, const int64_t *pos_dev, int64_t n) {
+  if (n <= 0) return;
+  unsigned rows = n < 65536 ? (unsigned)n : 65536u;
+  unsigned block = head_dim < 256 ? (unsigned)((head_dim + 31) / 32 * 32) : 256u;
+  MD_LAUNCH(ctx, kv_store_kernel, dim3(rows, (unsigned)n_kv_heads), block, 0, cache, key, value,
+            n_kv_heads, head_dim, capacity, pos0, pos_dev, n);
+}
+
+extern "C" void md_cuda_swiglu(md_cuda_ctx *ctx, float *gate, const float *up, size_t count) {
+  if (count == 0) return;
+  MD_LAUNCH(ctx, swiglu_kernel, dim3(grid_for(count, 256)), 256, 0, gate, up, count);
+}
+
+extern "C" void md_cuda_add(md_cuda_ctx *ctx, float *x, const float *y, size_t count) {
+  if (count == 0) return;
+  MD_LAUNCH(ctx, add_kernel, dim3(grid_for(count, 256)), 256, 0, x, y, count);
+}
+
+extern "C" void md_cuda_fill_rows(md_cuda_ctx *ctx, float *y, const float *row, int64_t n,
+                                  int64_t cols) {
+  if (n <= 0 || cols <= 0) return;
+  size_t count = (size_t)n * (size_t)cols;
+  MD_LAUNCH(ctx, fill_rows_kernel, dim3(grid_for(count, 256)), 256, 0, y, row, n, cols);
+}
+
+extern "C" void md_cuda_to_half(md_cuda_ctx *ctx, uint16_t *dst, const float *src, size_t count,
+                                md_dtype dtype, int *overflow) {
+  if (count == 0) return;
+  if (dtype == MD_DTYPE_BF16)
+    MD_LAUNCH(ctx, to_bf16_kernel, dim3(grid_for(count, 256)), 256, 0, dst, src, count);
+  else
+    MD_LAUNCH(ctx, to_f16_kernel, dim3(grid_for(count, 256)), 256, 0, dst, src, count, overflow);
+}
+
+extern "C" void md_cuda_rows_to_f32(md_cuda_ctx *ctx, float *dst, const void *w, md_dtype dtype,
+                                    int64_t cols, int64_t r0, int64_t r1) {
+  if (r1 <= r0 || cols <= 0) return;
+  size_t count = (size_t)(r1 - r0) * (size_t)cols;
+  MD_LAUNCH(ctx, rows_to_f32_kernel, dim3(grid_for(count, 256)), 256, 0, dst, w, dtype, cols, r0,
+            r1);
+}
+
+extern "C" void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index) {
+  if (n <= 0) return;
+  MD_LAUNCH(ctx, argmax_kernel, dim3(1), 1024, 0, v, n, index);
+}

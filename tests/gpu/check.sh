@@ -1,0 +1,238 @@
+#!/bin/sh
+# The CUDA back end on a machine with an NVIDIA GPU, in one run: builds,
+# checks every kernel against the CPU back end, checks the forward pass
+# against HF transformers (the committed fixtures) and against the CPU back
+# end (a random checkpoint with Qwen2.5-1.5B's shapes), measures speed
+# against the GPU's own bandwidth and against HF transformers, and prints a
+# PASS/FAIL line per target. Everything goes to one log.
+#
+#   tests/gpu/check.sh [--out DIR] [--work DIR] [--build-dir DIR] [--no-build]
+#                      [--device N] [--no-hf] [--full-suite]
+#
+#   --out DIR        where check.log and summary.txt go (default: $OUT when
+#                    set, else build-gpu/out)
+#   --work DIR       where the 3.1 GB checkpoint is written (default:
+#                    build-gpu/work; kept for later runs)
+#   --build-dir DIR  the build directory (default build-gpu; configured with
+#                    -Dcuda=enabled -Dbuildtype=release)
+#   --no-build       use the build directory as it is
+#   --full-suite     run all of `meson test` with the GPU present (default:
+#                    only the device tests, which open the GPU; the rest is
+#                    the CPU suite, a few more minutes)
+#   --no-hf          skip the HF transformers comparison
+#
+# Needs: an NVIDIA GPU of compute capability >= 8.0 and its driver; nvcc
+# and cuBLAS (CUDA >= 11.8; the driver must support the toolkit's version);
+# meson >= 1.0, ninja, a C compiler and the libraries of .ci/install-deps
+# (GSL, OpenBLAS, jansson, PCRE2, utf8proc, libcsv, cairo, nettle: the
+# script installs them with apt-get when it can, and otherwise stops and
+# names the missing ones); python3 (the summary). The HF comparison also
+# needs python3 with torch (a CUDA build), transformers and numpy; without
+# them that target reads NOT MEASURED. No network access is needed.
+#
+# Targets (the summary):
+#   kernels    every check of cuda_kernels_check passes (each op against the
+#              CPU back end; tolerances in tests/gpu/cuda_kernels_check.c)
+#   faults     a kernel fault is reported, naming the kernel
+#   fixtures   gpu_parity fixtures passes (vs HF; tests/gpu/gpu_parity.c)
+#   model      gpu_parity model passes (1.5B shapes vs the CPU back end)
+#   decode     greedy decode tokens/s >= 50% of the bandwidth limit
+#              (copy bandwidth / weight bytes read per token), batch 1
+#   decode-graphs  the same with decode steps replayed as CUDA graphs
+#              (opt-in: md_cuda_options.graphs / MD_CUDA_GRAPHS=1)
+#   capture    decode with capture as the collector runs it <= 5% slower
+#              than without
+#   hf         prompt + decode with capture >= 5x faster than HF eager
+#              with output_attentions=True (bf16, same GPU)
+#   suite      meson test (the device suite, or all with --full-suite)
+#              passes on this machine
+# Expected time on an H200 (16 cores): build 1-2 min, checks 1-1.5 min
+# (kernels 30 s, fixtures 20 s, checkpoint 15 s, 1.5B parity 30 s),
+# benchmarks 1 min, HF 0.5-1 min: 4-5 min in all.
+set -u
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${OUT:-$root/build-gpu/out}
+work=$root/build-gpu/work
+build=$root/build-gpu
+do_build=1 do_hf=1 full_suite=0 device=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    --no-build) do_build=0; shift ;;
+    --no-hf) do_hf=0; shift ;;
+    --full-suite) full_suite=1; shift ;;
+    --device) device=$2; shift 2 ;;
+    *) echo "check.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out" "$work" || exit 2
+log=$out/check.log
+summary=$out/summary.txt
+: >"$log"
+: >"$summary"
+start=$(date +%s)
+
+say() { echo "$*" | tee -a "$log" >&2; }
+target() { echo "$1 $2 $3" >>"$summary"; say "== $1: $2 ($3)"; }
+# Runs a step with a time limit, its output into the log; returns its status.
+step() {
+  name=$1 limit=$2
+  shift 2
+  say "---- $name: $* (limit ${limit}s, at $(($(date +%s) - start))s)"
+  timeout "$limit" "$@" >>"$log" 2>&1
+  status=$?
+  [ "$status" = 124 ] && say "$name: TIMED OUT after ${limit}s"
+  say "---- $name: exit $status"
+  return "$status"
+}
+finish() {
+  say ""
+  say "summary ($(($(date +%s) - start)) s; log: $log):"
+  cat "$summary" | tee -a "$log"
+  if grep -q ' FAIL ' "$summary"; then exit 1; fi
+  exit 0
+}
+
+say "memdecay-calibrate GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), source $root"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1 || echo "nvidia-smi: not found"
+  nvcc --version 2>&1 | tail -1 || echo "nvcc: not found"
+  meson --version 2>&1 | sed 's/^/meson /'
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "transformers", transformers.__version__)' 2>&1 | tail -1
+} >>"$log"
+tail -n 5 "$log" >&2
+
+# ---- prerequisites and build ---------------------------------------------------
+if [ "$do_build" = 1 ]; then
+  missing=
+  for module in gsl openblas jansson libpcre2-8 libutf8proc cairo nettle; do
+    pkg-config --exists "$module" 2>/dev/null || missing="$missing $module"
+  done
+  [ -f /usr/include/csv.h ] || missing="$missing libcsv(csv.h)"
+  command -v nvcc >/dev/null || missing="$missing nvcc"
+  command -v meson >/dev/null && command -v ninja >/dev/null || missing="$missing meson/ninja"
+  if [ -n "$missing" ]; then
+    say "missing:$missing; trying .ci/install-deps (apt-get)"
+    step install-deps 600 .ci/install-deps || true
+  fi
+  if [ ! -f "$build/build.ninja" ]; then
+    step configure 300 meson setup "$build" -Dcuda=enabled -Dbuildtype=release ||
+      { target build FAIL "meson setup failed (missing:${missing:- none}); see the log"; finish; }
+  fi
+  step build 900 ninja -C "$build" || { target build FAIL "ninja failed; see the log"; finish; }
+  target build PASS "$build"
+fi
+bin=$build/tests/gpu
+for program in cuda_kernels_check gpu_parity gpu_bench make_checkpoint; do
+  [ -x "$bin/$program" ] || { target build FAIL "$bin/$program missing: is the build made with -Dcuda=enabled?"; finish; }
+done
+
+# ---- correctness ------------------------------------------------------------------
+if step kernels 600 "$bin/cuda_kernels_check" --device "$device"; then
+  target kernels PASS "$(grep -c '^PASS' "$log") checks"
+else
+  target kernels FAIL "$(grep '^FAIL' "$log" | head -3 | tr '\n' ';')"
+fi
+faults=PASS
+step fault 120 "$bin/cuda_kernels_check" --device "$device" fault || faults=FAIL
+step fault-sync 120 "$bin/cuda_kernels_check" --device "$device" fault --sync || faults=FAIL
+target faults "$faults" "$(grep '^reported:' "$log" | head -2 | cut -c1-200 | tr '\n' ';')"
+
+before=$(grep -c '^FAIL' "$log")
+if step fixtures 600 env MD_SOURCE_ROOT="$root" "$bin/gpu_parity" fixtures --device "$device"; then
+  target fixtures PASS "committed checkpoints vs HF, exact and fast GEMM"
+else
+  target fixtures FAIL "$(grep '^FAIL' "$log" | tail -n +$((before + 1)) | head -3 | tr '\n' ';')"
+fi
+
+ckpt=$work/qwen15-shapes-bf16
+if [ ! -f "$ckpt/model.safetensors" ] || [ ! -f "$ckpt/prompt.i32" ]; then
+  step checkpoint 600 "$bin/make_checkpoint" "$ckpt" --prompt 2048 ||
+    { target model FAIL "could not write the checkpoint"; finish; }
+fi
+before=$(grep -c '^FAIL' "$log")
+if step model 900 "$bin/gpu_parity" model "$ckpt" --prompt 600 --steps 16 --device "$device"; then
+  target model PASS "1.5B shapes, 600-token prompt, 16 steps, vs the CPU back end"
+else
+  target model FAIL "$(grep '^FAIL' "$log" | tail -n +$((before + 1)) | head -3 | tr '\n' ';')"
+fi
+
+# ---- speed --------------------------------------------------------------------------
+step limits 300 sh -c "\"$bin/gpu_bench\" limits --device $device >\"$out/limits.txt\"" || true
+step bench-fast 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours.txt\"" || true
+step bench-graphs 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --graphs --device $device >\"$out/ours_graphs.txt\"" || true
+step bench-exact 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 32 --gemm exact --device $device >\"$out/ours_exact.txt\"" || true
+: >"$out/hf.txt"
+if [ "$do_hf" = 1 ]; then
+  step hf 900 sh -c "python3 \"$root/tests/gpu/hf_gpu_bench.py\" \"$ckpt\" \"$ckpt/prompt.i32\" 2048 32 >\"$out/hf.txt\"" || : >"$out/hf.txt"
+fi
+cat "$out/limits.txt" "$out/ours.txt" "$out/ours_graphs.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
+
+python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_graphs.txt" >>"$summary" 2>>"$log" <<'PY'
+import sys
+
+def read(path):
+    try:
+        with open(path) as f:
+            return {k: v.strip() for k, v in (l.split(None, 1) for l in f if l.strip())}
+    except OSError:
+        return {}
+
+lim, ours, exact, hf, graphs = (read(p) for p in sys.argv[1:6])
+num = lambda d, k: float(d[k])
+verdict = lambda ok: "PASS" if ok else "FAIL"
+if not lim or not ours:
+    print("decode FAIL the benchmark did not run (see the log)")
+    sys.exit(0)
+bw = num(lim, "copy_gbs") * 1e9
+read_bytes = num(ours, "decode_read_bytes")
+steps, n = num(ours, "decode_steps"), num(ours, "prompt_tokens")
+limit = bw / read_bytes
+tps = steps / num(ours, "decode_s")
+best = 1.0 / num(ours, "decode_best_step_s")
+print(f"decode {verdict(tps >= 0.5 * limit)} {tps:.0f} tok/s greedy at batch 1 = {tps / limit:.2f} of the "
+      f"bandwidth limit {limit:.0f} tok/s ({bw / 1e12:.2f} TB/s copy, {read_bytes / 1e9:.2f} GB per token; "
+      f"fastest step {best / limit:.2f}; {ours['launches_per_step']} launches per step; "
+      f"launch {lim.get('launch_host_us', '?')} us host)")
+cap = num(ours, "decode_capture_s") / num(ours, "decode_s") - 1.0
+if graphs:
+    g_tps = steps / num(graphs, "decode_s")
+    g_cap = num(graphs, "decode_capture_s") / num(graphs, "decode_s") - 1.0
+    print(f"decode-graphs {verdict(g_tps >= 0.5 * limit)} {g_tps:.0f} tok/s with decode steps replayed as CUDA graphs "
+          f"= {g_tps / limit:.2f} of the limit ({graphs['launches_per_step']} launches per step; capture {100 * g_cap:+.1f}%; "
+          f"graphs are off by default: md_cuda_options.graphs, MD_CUDA_GRAPHS=1)")
+else:
+    print("decode-graphs FAIL the benchmark with --graphs did not run (see the log)")
+forced = num(ours, "decode_forced_capture_s")
+print(f"capture {verdict(cap <= 0.05)} {100 * cap:+.1f}% decode time with capture and overlapped reads "
+      f"(teacher-forced with capture: {steps / forced:.0f} tok/s, {100 * num(ours, 'decode_forced_enqueue_s') / forced:.0f}% "
+      f"of it spent queuing kernels: near 100% means launch-bound)")
+pre = n / num(ours, "prefill_s")
+pre_cap = n / num(ours, "prefill_capture_s")
+line = (f"prefill INFO {pre:.0f} tok/s ({n:.0f} tokens, fast GEMM), {pre_cap:.0f} tok/s with capture")
+if exact:
+    line += f"; exact GEMM {num(exact, 'prompt_tokens') / num(exact, 'prefill_capture_s'):.0f} tok/s with capture"
+print(line)
+gemv = ", ".join(f"{k[9:]} {float(v):.0f} (cuBLAS {float(lim.get('cublas_' + k, 'nan')):.0f})"
+                 for k, v in lim.items() if k.startswith("gemv_gbs_"))
+print(f"gemv INFO our BF16 GEMV GB/s against cuBLAS n=1 (BF16 x BF16): {gemv}")
+if hf:
+    hf_step = num(hf, "hf_decode_s") / num(hf, "hf_decode_steps")
+    ours_total = num(ours, "prefill_capture_s") + num(ours, "decode_capture_s")
+    hf_total = num(hf, "hf_prefill_s") + steps * hf_step
+    ratio = hf_total / ours_total
+    print(f"hf {verdict(ratio >= 5)} {ratio:.1f}x faster than HF eager + output_attentions "
+          f"(prompt {n:.0f} + {steps:.0f} steps: ours {ours_total:.2f} s, HF {hf_total:.2f} s; "
+          f"HF prefill {num(hf, 'hf_prefill_s'):.3f} s, decode {1 / hf_step:.1f} tok/s; {hf.get('hf_versions', '')})")
+else:
+    print("hf NOT-MEASURED python3 with torch (CUDA) and transformers was not available, or --no-hf")
+PY
+
+suite_args="--suite device"
+[ "$full_suite" = 1 ] && suite_args=
+# shellcheck disable=SC2086
+if step suite 900 meson test -C "$build" --print-errorlogs $suite_args; then target suite PASS "meson test $suite_args"
+else target suite FAIL "meson test $suite_args: $(grep -E '^ *[0-9]+/[0-9]+ .* FAIL' "$log" | head -3 | tr '\n' ';')"; fi
+finish
