@@ -40,6 +40,8 @@ bool md_cli_parse_long(const char *text, long min, long max, long *out);
 bool md_cli_stderr_is_tty(void);
 
 /* Subcommands: each takes argv with argv[0] = the subcommand's name. */
+int md_cmd_extract(int argc, char **argv);
+int md_cmd_run(int argc, char **argv);
 int md_cmd_fit(int argc, char **argv);
 int md_cmd_check(int argc, char **argv);
 int md_cmd_tokenize(int argc, char **argv);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fit/attention_norm.h"
+#include "io/plot.h"
 #include "io/regions.h"
 
 /* ---- per-region fits ---------------------------------------------------- */
@@ -115,21 +117,39 @@ static md_status fit_region(const md_events_region *source, const md_fit_setting
 
 /* ---- pinning and base priorities ------------------------------------------ */
 
-/* Defaults, then the priors file, then --pin/--no-pin in order. A base
- * priority from the priors file wins; otherwise pinned regions get 1. */
-static void resolve_priority(md_region_fit *fit, const md_fit_settings *settings) {
-  const md_prior *prior = md_priors_find(settings->priors, fit->name);
-  fit->pinned = md_region_pinned_by_default(fit->name);
-  if (prior && prior->has_pinned) fit->pinned = prior->pinned;
+bool md_fit_region_pinned(const char *region, const md_fit_settings *settings) {
+  const md_prior *prior = settings->priors ? md_priors_find(settings->priors, region) : NULL;
+  bool pinned = md_region_pinned_by_default(region);
+  if (prior && prior->has_pinned) pinned = prior->pinned;
   for (size_t i = 0; i < settings->n_pins; i++) {
-    if (!strcmp(settings->pins[i].region, fit->name)) fit->pinned = settings->pins[i].pinned;
+    if (!strcmp(settings->pins[i].region, region)) pinned = settings->pins[i].pinned;
   }
+  return pinned;
+}
+
+/* The measured share of the region's tokens refreshed at least once; NaN
+ * without a calibration or when none of its tokens was observed. */
+static double measured_share(const md_fit_settings *settings, const char *region) {
+  if (!settings->calibration) return NAN;
+  const md_calibration_region *measured = md_calibration_find(settings->calibration, region);
+  return measured ? measured->refreshed_share : NAN;
+}
+
+/* A base priority from the priors file wins; otherwise pinned regions get
+ * 1, then the measured share, then the built-in prior. */
+static void resolve_priority(md_region_fit *fit, const md_fit_settings *settings) {
+  const md_prior *prior = settings->priors ? md_priors_find(settings->priors, fit->name) : NULL;
+  fit->pinned = md_fit_region_pinned(fit->name, settings);
+  double share = measured_share(settings, fit->name);
   if (prior && prior->has_base_priority) {
     fit->base_priority = prior->base_priority;
     fit->base_priority_source = "priors-file";
   } else if (fit->pinned) {
     fit->base_priority = 1.0;
     fit->base_priority_source = "pinned";
+  } else if (isfinite(share)) {
+    fit->base_priority = share;
+    fit->base_priority_source = "measured";
   } else {
     fit->base_priority = md_region_default_base_priority(fit->name);
     fit->base_priority_source = "default-prior";
@@ -139,7 +159,7 @@ static void resolve_priority(md_region_fit *fit, const md_fit_settings *settings
 static md_status warn_unused_names(const md_events *events, const md_fit_settings *settings,
                                    md_warnings *warnings, md_error *err) {
   md_status status = MD_OK;
-  for (size_t i = 0; i < settings->priors->n && status == MD_OK; i++) {
+  for (size_t i = 0; settings->priors && i < settings->priors->n && status == MD_OK; i++) {
     const char *name = settings->priors->regions[i].region;
     if (!md_events_find(events, name)) {
       status = md_warnings_add(warnings, err,
@@ -210,6 +230,103 @@ static md_status run_tests(md_fit_results *results, md_error *err) {
   return MD_OK;
 }
 
+/* ---- the calibration sidecar ---------------------------------------------- */
+
+/* The events must be the ones extract wrote with the calibration. */
+static md_status check_calibration_rows(const md_events *events, const md_fit_settings *settings,
+                                        md_error *err) {
+  const md_calibration *calibration = settings->calibration;
+  const char *path = settings->calibration_path ? settings->calibration_path : "calibration";
+  for (size_t i = 0; i < events->n_regions; i++) {
+    const md_events_region *region = &events->regions[i];
+    const md_calibration_region *measured = md_calibration_find(calibration, region->name);
+    if (!measured)
+      return md_fail(err, MD_E_INVALID, "%s: no region '%s', which the events have: the "
+                     "calibration was measured with other events (run extract again, or leave "
+                     "out --calibration)", path, region->name);
+    if (measured->event_rows != region->n)
+      return md_fail(err, MD_E_INVALID, "%s: regions.%s.event_rows is %llu, but the events have "
+                     "%zu rows of region '%s': the calibration was measured with other events "
+                     "(run extract again, or leave out --calibration)", path, region->name,
+                     (unsigned long long)measured->event_rows, region->n, region->name);
+  }
+  return MD_OK;
+}
+
+/* kappa and alpha depend on which regions are unpinned: say so when this
+ * config pins differently from extract. */
+static md_status warn_pinning(const md_fit_settings *settings, md_warnings *warnings,
+                              md_error *err) {
+  const md_calibration *calibration = settings->calibration;
+  md_status status = MD_OK;
+  for (size_t i = 0; i < calibration->n_regions && status == MD_OK; i++) {
+    const md_calibration_region *region = &calibration->regions[i];
+    bool pinned = md_fit_region_pinned(region->name, settings);
+    if (pinned == region->pinned) continue;
+    status = md_warnings_add(warnings, err,
+                             "policy: attention_norm.kappa was measured with region '%s' %s, "
+                             "but this config %s it: run extract with the same pinning to "
+                             "measure kappa for this config",
+                             region->name, region->pinned ? "pinned" : "unpinned",
+                             pinned ? "pins" : "unpins");
+  }
+  if (status == MD_OK && isnan(calibration->policy.kappa))
+    status = md_warnings_add(warnings, err,
+                             "policy: attention_norm.kappa cannot be estimated: it is null in "
+                             "the calibration (no unpinned attention, or its quantile is 0)");
+  return status;
+}
+
+/* alpha (fit/attention_norm.h): the median of the base priorities of the
+ * unpinned regions with observed tokens, so that a token whose attention
+ * EWMA sits at the kappa quantile scores like a fresh token of median
+ * priority. Uses this config's pinning and priorities (priors file first). */
+static md_status calibration_alpha(const md_fit_settings *settings, md_fit_results *results,
+                                   md_error *err) {
+  const md_calibration *calibration = settings->calibration;
+  double *priorities = malloc((calibration->n_regions + 1) * sizeof *priorities);
+  if (!priorities) return md_fail(err, MD_E_NOMEM, "out of memory");
+  size_t n = 0;
+  for (size_t i = 0; i < calibration->n_regions; i++) {
+    const md_calibration_region *region = &calibration->regions[i];
+    if (md_fit_region_pinned(region->name, settings) || isnan(region->refreshed_share)) continue;
+    const md_prior *prior = settings->priors ? md_priors_find(settings->priors, region->name) : NULL;
+    priorities[n++] = prior && prior->has_base_priority ? prior->base_priority
+                                                        : region->refreshed_share;
+  }
+  md_status status = MD_OK;
+  if (n > 0) {
+    status = md_attn_norm_alpha(priorities, n, &results->alpha, err);
+  } else {
+    status = md_warnings_add(&results->warnings, err,
+                             "policy: alpha cannot be estimated: no unpinned region has an "
+                             "observed token in the calibration");
+  }
+  free(priorities);
+  return status;
+}
+
+/* The sidecar's facts about the run and its regions ("run: ...",
+ * "regions.NAME: ..."); its "policy:" lines are remade here for this
+ * config's pinning. */
+static md_status copy_calibration_warnings(const md_calibration *calibration,
+                                           md_warnings *warnings, md_error *err) {
+  md_status status = MD_OK;
+  for (size_t i = 0; i < calibration->warnings.n && status == MD_OK; i++) {
+    const char *line = calibration->warnings.lines[i];
+    if (strncmp(line, "policy:", 7) != 0) status = md_warnings_add(warnings, err, "%s", line);
+  }
+  return status;
+}
+
+static md_status apply_calibration(const md_fit_settings *settings, md_fit_results *results,
+                                   md_error *err) {
+  md_status status = copy_calibration_warnings(settings->calibration, &results->warnings, err);
+  if (status == MD_OK) status = warn_pinning(settings, &results->warnings, err);
+  if (status == MD_OK) status = calibration_alpha(settings, results, err);
+  return status;
+}
+
 /* ---- the whole fit -------------------------------------------------------- */
 
 static md_status copy_warnings(const md_warnings *from, md_warnings *to, md_error *err) {
@@ -223,6 +340,11 @@ static md_status copy_warnings(const md_warnings *from, md_warnings *to, md_erro
 md_status md_fit_all(const md_events *events, const md_fit_settings *settings,
                      md_fit_results *results, md_error *err) {
   memset(results, 0, sizeof *results);
+  results->alpha = NAN;
+  if (settings->calibration) {
+    md_status status = check_calibration_rows(events, settings, err);
+    if (status != MD_OK) return status;
+  }
   size_t n = events->n_regions;
   const char **names = malloc((n + 1) * sizeof *names);
   results->regions = calloc(n + 1, sizeof *results->regions);
@@ -239,6 +361,8 @@ md_status md_fit_all(const md_events *events, const md_fit_settings *settings,
     resolve_priority(fit, settings);
   }
   free(names);
+  if (status == MD_OK && settings->calibration)
+    status = apply_calibration(settings, results, err);
   if (status == MD_OK) status = warn_unused_names(events, settings, &results->warnings, err);
   if (status == MD_OK) status = run_tests(results, err);
   if (status != MD_OK) md_fit_results_free(results);
@@ -313,6 +437,48 @@ static void map_region(const md_region_fit *fit, const md_fit_settings *settings
       .median_ci = {fit->km.median_ci[0], fit->km.median_ci[1]},
       .band = md_km_band_name(settings->band),
   };
+  const md_calibration_region *measured =
+      settings->calibration ? md_calibration_find(settings->calibration, fit->name) : NULL;
+  if (measured) {
+    out->measured = (md_config_region_measured){
+        .present = true,
+        .refreshed_share = measured->refreshed_share,
+        .mean_relative_attention = measured->mean_relative_attention,
+        .tokens = (double)measured->tokens,
+    };
+  }
+}
+
+/* Policy, model and workload facts from the calibration sidecar. */
+static md_status map_calibration(const md_fit_results *results, const md_calibration *calibration,
+                                 md_config *config, md_fit_config_storage *storage,
+                                 md_error *err) {
+  config->policy.source = "measured";
+  config->policy.page_size = (int)calibration->run.page_size;
+  config->policy.tau = calibration->workload.tau;
+  config->policy.ewma_beta = calibration->policy.ewma_beta;
+  config->policy.alpha = results->alpha;
+  config->policy.attention_norm.kappa = calibration->policy.kappa;
+  config->policy.attention_norm.quantile = calibration->policy.quantile;
+  config->model_name = calibration->model.name;
+  config->model_config_sha256 = calibration->model.config_sha256;
+  md_config_workload *workload = &config->workload;
+  workload->estimand = calibration->workload.estimand;
+  workload->episodes = (double)calibration->workload.episodes;
+  workload->tokens = (double)calibration->workload.tokens;
+  workload->decode_steps = (double)calibration->workload.decode_steps;
+  workload->tau = calibration->workload.tau;
+  workload->guard = (double)calibration->workload.guard;
+  size_t n = calibration->workload.n_sources;
+  storage->traces = calloc(n + 1, sizeof *storage->traces);
+  if (!storage->traces) return md_fail(err, MD_E_NOMEM, "out of memory building the config");
+  for (size_t i = 0; i < n; i++) {
+    storage->traces[i].path = calibration->workload.sources[i];
+    storage->traces[i].sha256 = calibration->workload.sources_sha256[i];
+  }
+  workload->n_traces = n;
+  workload->traces = storage->traces;
+  return MD_OK;
 }
 
 md_status md_fit_config(const md_fit_results *results, const md_fit_settings *settings,
@@ -341,13 +507,74 @@ md_status md_fit_config(const md_fit_results *results, const md_fit_settings *se
       .pairwise = results->pairwise,
   };
   config->warnings = &results->warnings;
-  return MD_OK;
+  md_config_policy_defaults(&config->policy);
+  if (!settings->calibration) return MD_OK;
+  md_status status = map_calibration(results, settings->calibration, config, storage, err);
+  if (status != MD_OK) md_fit_config_free(storage);
+  return status;
 }
 
 void md_fit_config_free(md_fit_config_storage *storage) {
   free(storage->regions);
   free(storage->test_regions);
+  free(storage->traces);
   memset(storage, 0, sizeof *storage);
+}
+
+/* ---- the figure ------------------------------------------------------------ */
+
+static void survival_series(const md_fit_results *results, md_plot_survival_series *series) {
+  for (size_t i = 0; i < results->n_regions; i++) {
+    const md_region_fit *fit = &results->regions[i];
+    bool estimable = fit->exponential.estimable;
+    series[i] = (md_plot_survival_series){
+        .region = fit->name,
+        .km = fit->km.n_times ? &fit->km : NULL,
+        .lambda = estimable ? fit->exponential.lambda : NAN,
+        .half_life = estimable ? md_half_life(fit->exponential.lambda) : NAN,
+        .pinned = fit->pinned,
+    };
+    if (estimable) md_half_life_ci(fit->exponential.lambda_ci_wald, series[i].half_life_ci);
+  }
+}
+
+/* One curve per measured region that was visible at some age. */
+static size_t attention_series(const md_calibration *calibration,
+                               md_plot_attention_series *series) {
+  size_t n = 0;
+  for (size_t i = 0; i < calibration->n_regions; i++) {
+    const md_calibration_region *region = &calibration->regions[i];
+    if (region->curve_length == 0) continue;
+    series[n++] = (md_plot_attention_series){.region = region->name,
+                                             .n_steps = region->curve_length,
+                                             .mean_relative_attention = region->curve_mean};
+  }
+  return n;
+}
+
+md_status md_fit_plot(const md_fit_results *results, const md_calibration *calibration,
+                      const char *path, bool log_time, md_error *err) {
+  size_t n_measured = calibration ? calibration->n_regions : 0;
+  md_plot_survival_series *survival = calloc(results->n_regions + 1, sizeof *survival);
+  md_plot_attention_series *attention = calloc(n_measured + 1, sizeof *attention);
+  md_status status = MD_OK;
+  if (!survival || !attention) {
+    status = md_fail(err, MD_E_NOMEM, "%s: out of memory", path);
+  } else {
+    survival_series(results, survival);
+    size_t n_attention = calibration ? attention_series(calibration, attention) : 0;
+    md_plot_request request = {.survival = survival,
+                               .n_survival = results->n_regions,
+                               .attention = n_attention ? attention : NULL,
+                               .n_attention = n_attention,
+                               .attention_x_title = "decode steps since the token's time origin",
+                               .log_time = log_time,
+                               .censor_marks = true};
+    status = md_plot_write(path, &request, err);
+  }
+  free(survival);
+  free(attention);
+  return status;
 }
 
 /* ---- the table on stderr -------------------------------------------------- */

@@ -1,6 +1,9 @@
-/* The `fit` command's middle: per-region survival fits, the log-rank tests
- * between regions, and their translation into an md_config. The estimators
- * themselves live in fit/; this only calls them and collects warnings. */
+/* The middle shared by `fit`, `extract --plot` and `run`: per-region
+ * survival fits, the log-rank tests between regions, pinning and base
+ * priorities, the calibration sidecar carried into the config, the
+ * translation into an md_config, the figure and the table on stderr. The
+ * estimators themselves live in fit/; this only calls them and collects
+ * warnings. */
 #ifndef MD_CALIB_FIT_REGIONS_H
 #define MD_CALIB_FIT_REGIONS_H
 
@@ -13,6 +16,7 @@
 #include "fit/logrank.h"
 #include "fit/surv_data.h"
 #include "fit/weibull.h"
+#include "io/calibration.h"
 #include "io/config.h"
 #include "io/events.h"
 #include "io/priors.h"
@@ -29,7 +33,15 @@ typedef struct md_fit_settings {
   const md_priors *priors;          /* may be empty */
   const md_pin_override *pins;      /* --pin / --no-pin in command-line order */
   size_t n_pins;
+  /* What extract measured (fit --calibration), or NULL; its path names it
+   * in messages. */
+  const md_calibration *calibration;
+  const char *calibration_path;
 } md_fit_settings;
+
+/* Whether `region` is pinned: the defaults (system), then the priors file,
+ * then --pin/--no-pin in order. extract and fit decide it the same way. */
+bool md_fit_region_pinned(const char *region, const md_fit_settings *settings);
 
 typedef struct md_region_fit {
   const char *name;                 /* points into md_events */
@@ -51,25 +63,41 @@ typedef struct md_fit_results {
   size_t n_pairs;
   md_config_logrank *pairwise;      /* chi-square, df, p per pair */
   md_warnings warnings;             /* the input's warnings, then the fits' */
+  /* With a calibration: alpha, the median of the unpinned regions' base
+   * priorities (measured shares, or the priors file's values); NaN when no
+   * unpinned region has one. */
+  double alpha;
 } md_fit_results;
 
 /* Fits every region of `events` and runs the tests. Regions whose
  * quantities cannot be estimated get NaN there plus a warning; only
- * allocation failures and invalid arguments fail. */
+ * allocation failures and invalid arguments fail, and, with a calibration,
+ * events that are not the ones it was measured with (MD_E_INVALID: the rows
+ * per region differ). */
 md_status md_fit_all(const md_events *events, const md_fit_settings *settings,
                      md_fit_results *results, md_error *err);
 void md_fit_results_free(md_fit_results *results);
 
 /* Fills `config` (its arrays allocated in `storage`, freed with
- * md_fit_config_free) from the results. */
+ * md_fit_config_free) from the results: regions, tests, warnings, and the
+ * policy (defaults, or measured from settings->calibration, which then also
+ * gives the model, the workload's facts and each region's "measured"). */
 typedef struct md_fit_config_storage {
   md_config_region *regions;
   const char **test_regions;
+  md_config_trace *traces;
 } md_fit_config_storage;
 
 md_status md_fit_config(const md_fit_results *results, const md_fit_settings *settings,
                         md_config *config, md_fit_config_storage *storage, md_error *err);
 void md_fit_config_free(md_fit_config_storage *storage);
+
+/* The figure (io/plot.h): the survival panel from the fits and, when
+ * `calibration` is given, the panel of mean uniform-relative attention per
+ * region against the steps since the token's time origin (the decay curves
+ * the half-lives summarise). */
+md_status md_fit_plot(const md_fit_results *results, const md_calibration *calibration,
+                      const char *path, bool log_time, md_error *err);
 
 /* The per-region table and the log-rank line, for a reader on stderr. */
 void md_fit_print_table(FILE *out, const md_fit_results *results, double level);

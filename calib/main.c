@@ -13,9 +13,11 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"run", md_cmd_run, "collect + extract + fit: traces and a checkpoint in, memdecay.json out"},
+    {"collect", md_cmd_collect, "run a checkpoint over agent traces and record attention"},
+    {"extract", md_cmd_extract, "turn a collector run into token lifetimes and the calibration"},
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
-    {"collect", md_cmd_collect, "run a checkpoint over agent traces and record attention"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
     {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},
 };

@@ -63,6 +63,13 @@ static json_t *interval(emitter *e, const char *field, const double bounds[2]) {
   return array;
 }
 
+/* An integer-valued count as a JSON integer (256, not 256.0). */
+static json_t *count_value(double value) {
+  if (value == floor(value) && fabs(value) < 9007199254740992.0)
+    return json_integer((json_int_t)value);
+  return json_real(value);
+}
+
 static json_t *text_or_null(const char *text) { return text ? json_string(text) : json_null(); }
 
 static void begin_section(emitter *e, const char *section) {
@@ -136,7 +143,8 @@ static json_t *emit_measured(emitter *e, const md_config_region_measured *measur
   set(e, o, "refreshed_share", real(e, "measured.refreshed_share", measured->refreshed_share));
   set(e, o, "mean_relative_attention",
       real(e, "measured.mean_relative_attention", measured->mean_relative_attention));
-  set(e, o, "tokens", real(e, "measured.tokens", measured->tokens));
+  set(e, o, "tokens", isfinite(measured->tokens) ? count_value(measured->tokens)
+                                                  : real(e, "measured.tokens", measured->tokens));
   return o;
 }
 
@@ -240,6 +248,20 @@ static json_t *emit_policy(emitter *e, const md_config_policy *policy) {
   return o;
 }
 
+static json_t *emit_traces(emitter *e, const md_config_workload *workload) {
+  json_t *traces = json_array();
+  if (!traces) return NULL;
+  for (size_t i = 0; i < workload->n_traces; i++) {
+    json_t *trace = json_object();
+    if (trace) {
+      set(e, trace, "path", json_string(workload->traces[i].path));
+      set(e, trace, "sha256", text_or_null(workload->traces[i].sha256));
+    }
+    push(e, traces, trace);
+  }
+  return traces;
+}
+
 /* Only what is known is written: unknown workload facts are left out. */
 static json_t *emit_workload(emitter *e, const md_config_workload *workload) {
   json_t *o = json_object();
@@ -251,19 +273,22 @@ static json_t *emit_workload(emitter *e, const md_config_workload *workload) {
   }
   for (size_t i = 0; i < workload->n_sources; i++) push(e, sources, json_string(workload->sources[i]));
   set(e, o, "sources", sources);
+  if (workload->n_traces) set(e, o, "traces", emit_traces(e, workload));
   set(e, o, "rows", json_integer((json_int_t)workload->rows));
   if (isfinite(workload->weight)) set(e, o, "weight", json_real(workload->weight));
   if (workload->estimand) set(e, o, "estimand", json_string(workload->estimand));
   const struct {
     const char *key;
     double value;
-  } facts[] = {{"episodes", workload->episodes},
-               {"tokens", workload->tokens},
-               {"decode_steps", workload->decode_steps},
-               {"tau", workload->tau},
-               {"guard", workload->guard}};
+    bool is_count;
+  } facts[] = {{"episodes", workload->episodes, true},
+               {"tokens", workload->tokens, true},
+               {"decode_steps", workload->decode_steps, true},
+               {"tau", workload->tau, false},
+               {"guard", workload->guard, true}};
   for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++) {
-    if (isfinite(facts[i].value)) set(e, o, facts[i].key, json_real(facts[i].value));
+    if (!isfinite(facts[i].value)) continue;
+    set(e, o, facts[i].key, facts[i].is_count ? count_value(facts[i].value) : json_real(facts[i].value));
   }
   return o;
 }

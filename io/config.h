@@ -117,13 +117,22 @@ typedef struct md_config_policy {
   md_config_attention_norm attention_norm;
 } md_config_policy;
 
+/* A traces file the run read (from the calibration sidecar). */
+typedef struct md_config_trace {
+  const char *path;
+  const char *sha256;               /* NULL: null */
+} md_config_trace;
+
 typedef struct md_config_workload {
   size_t n_sources;
   const char *const *sources;       /* events files as named on the command line */
+  size_t n_traces;                  /* 0: "traces" is left out */
+  const md_config_trace *traces;
   size_t rows;
   double weight;
   const char *estimand;             /* NULL: not known, left out */
-  double episodes, tokens, decode_steps, tau, guard; /* NaN: not known, left out */
+  double episodes, tokens, decode_steps, tau, guard; /* NaN: not known, left out;
+                                     * counts are written as integers */
 } md_config_workload;
 
 typedef struct md_config {

@@ -506,6 +506,26 @@ md_status md_events_read(md_events *events, const char *const *paths, size_t n_p
   return status;
 }
 
+md_status md_events_append(md_events *events, const char *region, double time, int event,
+                           double entry, double weight, md_error *err) {
+  size_t len = strlen(region);
+  if (!md_region_name_valid(region, len))
+    return md_fail(err, MD_E_INVALID, "events: \"%s\" is not a valid region name", region);
+  if (!(isfinite(time) && entry >= 0 && time > entry && (event == 0 || event == 1) &&
+        weight > 0 && isfinite(weight)))
+    return md_fail(err, MD_E_INVALID, "events: region %s: invalid row (time %g, event %d, "
+                   "entry %g, weight %g)", region, time, event, entry, weight);
+  size_t index = lookup_region(events, region, len);
+  if (index == events->n_regions) {
+    md_status status = add_region(events, region, len, err);
+    if (status != MD_OK) return status;
+  }
+  if (!append_row(&events->regions[index], time, (uint8_t)event, entry, weight))
+    return md_fail(err, MD_E_NOMEM, "events: out of memory storing region '%s'", region);
+  events->n_rows++;
+  return MD_OK;
+}
+
 md_surv_data md_events_region_data(const md_events_region *region) {
   md_surv_data data = {.n = region->n,
                        .time = region->time,

@@ -52,6 +52,13 @@ typedef struct md_events {
 md_status md_events_read(md_events *events, const char *const *paths, size_t n_paths,
                          md_error *err);
 
+/* Appends one row to an events set built in memory (start from a zeroed
+ * md_events): the region is added on first use. The row is checked as the
+ * reader checks it (a valid region name, finite time > entry >= 0, event 0
+ * or 1, weight > 0): MD_E_INVALID otherwise. */
+md_status md_events_append(md_events *events, const char *region, double time, int event,
+                           double entry, double weight, md_error *err);
+
 /* A view of one region's rows for fit/ (valid while `events` lives). */
 md_surv_data md_events_region_data(const md_events_region *region);
 

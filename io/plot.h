@@ -66,6 +66,9 @@ typedef struct md_plot_request {
   int height;
   bool censor_marks;        /* a small vertical tick where tokens were censored */
   md_plot_scale attention_scale;
+  /* Title of the attention panel's horizontal axis; NULL: "decode step".
+   * Per-age curves say what their step counts from. */
+  const char *attention_x_title;
 } md_plot_request;
 
 /* Writes the figure to `path` atomically; the extension picks the format

@@ -145,7 +145,8 @@ static void attention_axes(panel *p, const md_plot_request *request) {
   }
   p->title = "Mean attention received, relative to a uniform share";
   snprintf(p->y_title, sizeof p->y_title, "attention / uniform%s", log_scale ? " (log)" : "");
-  snprintf(p->x_title, sizeof p->x_title, "decode step");
+  snprintf(p->x_title, sizeof p->x_title, "%s",
+           request->attention_x_title ? request->attention_x_title : "decode step");
 }
 
 static void attention_x_axis(panel *p, const md_plot_request *request) {

@@ -107,7 +107,7 @@ static void test_writer(void) {
     if (at) previous = at;
   }
   CHECK(strstr(text, "\"ewma_beta\": 0.9,") != NULL);
-  CHECK(strstr(text, "\"decode_steps\": 256.0") != NULL);
+  CHECK(strstr(text, "\"decode_steps\": 256") != NULL && strstr(text, "256.0") == NULL);
   CHECK(strstr(text, "\"episodes\"") == NULL);
 
   json_error_t json_err;

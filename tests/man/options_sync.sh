@@ -9,11 +9,12 @@ subcommand=$3
 section=$4
 tmp=$(mktemp -d) || exit 99
 trap 'rm -rf "$tmp"' EXIT
-# Man page: the tag lines (the line after each .TP) of the section.
+# Man page: the tag lines (the line after each .TP, or .TQ for a tag grouped
+# with the one before) of the section.
 awk -v title=".SH $section" '
   $0 == title { inside = 1; next }
   /^\.SH/ { inside = 0 }
-  inside && previous == ".TP" { print }
+  inside && (previous == ".TP" || previous == ".TQ") { print }
   { previous = $0 }
 ' "$page" | sed 's/\\-/-/g' | grep -oE '(^|[ "])--?[a-zA-Z][a-zA-Z-]*' |
   sed 's/^[ "]//' | sort -u >"$tmp/man"

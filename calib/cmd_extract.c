@@ -1,0 +1,154 @@
+/* memdecay-calibrate extract: a collector run directory in, the events CSV
+ * and the calibration sidecar out (calib/extract_job.h does the work). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/cli.h"
+#include "calib/extract_job.h"
+#include "calib/extract_options.h"
+#include "io/plot.h"
+#include "md_build_config.h"
+
+static void print_help(FILE *out) {
+  fputs(
+      "Usage: " MD_PROGRAM " extract [OPTIONS] RUN_DIR -o EVENTS.csv\n"
+      "\n"
+      "Turns the attention a collector run captured (RUN_DIR, written by '" MD_PROGRAM "\n"
+      "collect') into token lifetimes and the calibration a MemDecay runtime needs\n"
+      "besides the decay rates. A token is refreshed at a decode step where it gets at\n"
+      "least tau times the uniform share of attention (a * n_visible >= tau); its\n"
+      "lifetime runs from its time origin (decode start, or its birth for a decoded\n"
+      "token) to its last refresh, censored when that falls within the last GUARD\n"
+      "steps of the window. Never-refreshed tokens are not lifetimes: they lower the\n"
+      "region's base priority, the share of its tokens refreshed at least once.\n"
+      "\n"
+      "Writes: EVENTS.csv (memdecay-events(5): region,time,event,entry,weight and\n"
+      "episode,pos,page,token_id), the input of 'fit'; and the calibration sidecar\n"
+      "EVENTS.calibration.json (memdecay-calibration(5)): model and workload, base\n"
+      "priorities, kappa and alpha, the mean uniform-relative attention per region and\n"
+      "its curve by age. Both are written atomically; a summary goes to standard error.\n"
+      "\n"
+      "Options:\n"
+      "  -o, --output FILE        the events CSV to write (required)\n"
+      "      --calibration FILE   the sidecar (default: EVENTS.csv with .csv replaced by\n"
+      "                           .calibration.json)\n"
+      "      --estimand NAME      last-use (lifetime to the last refresh, the default) or\n"
+      "                           gap (intervals between refreshes)\n"
+      "      --tau T              refresh threshold in uniform shares, > 0 (default 1.0)\n"
+      "      --guard N            steps at the window end within which a last refresh is\n"
+      "                           censored, >= 0 (default 16)\n"
+      "      --ewma-beta B        weight of the past in the attention EWMA, in [0, 1)\n"
+      "                           (default 0.9)\n"
+      "      --quantile Q         quantile of the EWMA over unpinned tokens that becomes\n"
+      "                           kappa, in (0, 1) (default 0.95)\n"
+      "      --kappa-memory MIB   memory for the exact kappa quantile; past it the run is\n"
+      "                           read a second time (default 256; 0 forces two passes)\n"
+      "      --pin REGION         pin REGION (left out of kappa and alpha; base priority 1);\n"
+      "                           repeatable; system is pinned by default\n"
+      "      --no-pin REGION      unpin REGION (e.g. --no-pin system); repeatable\n"
+      "      --allow-incomplete   use the complete episodes of an unfinished collection\n"
+      "      --plot FILE          also draw the survival curves (fits of these events) and\n"
+      "                           the mean attention per region by age; .png, .svg or .pdf\n"
+      "      --plot-log-time      draw the survival panel's step axis on a log scale\n"
+      "      --reproducible       leave out the 'created' timestamp\n"
+      "  -q, --quiet              print nothing on standard error but errors\n"
+      "  -h, --help               show this help\n"
+      "\n"
+      "Use the same --pin/--no-pin with 'fit' as here: kappa and alpha are measured\n"
+      "over the unpinned regions.\n"
+      "\n"
+      "Exit status: 0 success, 2 invalid usage or input (a missing, incomplete or\n"
+      "inconsistent run directory), 3 output or internal failure.\n"
+      "\n"
+      "Example:\n"
+      "  " MD_PROGRAM " extract memdecay.run -o events.csv --plot attention.png\n"
+      "  " MD_PROGRAM " fit events.csv --calibration events.calibration.json -o memdecay.json\n"
+      "\n"
+      "Manual: man memdecay-calibrate, memdecay-events(5), memdecay-calibration(5).\n",
+      out);
+}
+
+enum {
+  OPT_CALIBRATION = 256,
+  OPT_ALLOW_INCOMPLETE,
+  OPT_PLOT,
+  OPT_PLOT_LOG_TIME,
+  OPT_REPRODUCIBLE,
+  OPT_EXTRACT_FIRST = 300, /* calib/extract_options.h: estimand, tau, ... */
+};
+
+typedef struct extract_options {
+  md_extract_job job;
+  md_pin_override *pins;
+} extract_options;
+
+/* Handles one option; returns -1 to go on, or an exit code. */
+static int take_option(int code, const char *value, const char *arg, extract_options *options) {
+  md_extract_job *job = &options->job;
+  if (code >= OPT_EXTRACT_FIRST)
+    return md_extract_option(code - OPT_EXTRACT_FIRST, value, "extract", job, options->pins);
+  switch (code) {
+    case 'o': job->events_path = value; return -1;
+    case OPT_CALIBRATION: job->calibration_path = value; return -1;
+    case OPT_ALLOW_INCOMPLETE: job->allow_incomplete = true; return -1;
+    case OPT_PLOT: {
+      md_error err = {0};
+      if (md_plot_check_path(value, &err) != MD_OK)
+        return md_cli_usage_error("extract", "--plot: %s", err.message);
+      job->plot = value;
+      return -1;
+    }
+    case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
+    case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
+    case 'q': job->quiet = true; return -1;
+    case 'h': print_help(stdout); return MD_EXIT_OK;
+    case ':': return md_cli_usage_error("extract", "option '%s' needs a value", arg);
+    default: return md_cli_usage_error("extract", "unknown option '%s'", arg);
+  }
+}
+
+static int parse_options(int argc, char **argv, extract_options *options) {
+  md_extract_job *job = &options->job;
+  md_extract_job_defaults(job, "extract");
+  options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
+  if (!options->pins) return MD_EXIT_FAILURE;
+  job->settings.pins = options->pins;
+  struct option long_options[32] = {
+      {"output", required_argument, NULL, 'o'},
+      {"calibration", required_argument, NULL, OPT_CALIBRATION},
+      {"allow-incomplete", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+      {"plot", required_argument, NULL, OPT_PLOT},
+      {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
+      {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+  };
+  md_extract_long_options(long_options + 8, OPT_EXTRACT_FIRST);
+  opterr = 0;
+  optind = 1;
+  int code;
+  while ((code = getopt_long(argc, argv, ":o:qh", long_options, NULL)) != -1) {
+    int exit_code = take_option(code, optarg, argv[optind - 1], options);
+    if (exit_code >= 0) return exit_code;
+  }
+  if (optind >= argc) return md_cli_usage_error("extract", "no run directory given");
+  if (argc - optind > 1)
+    return md_cli_usage_error("extract", "expected one run directory, got %d arguments",
+                              argc - optind);
+  if (!job->events_path) return md_cli_usage_error("extract", "no output given (-o EVENTS.csv)");
+  if (!strcmp(job->events_path, "-"))
+    return md_cli_usage_error("extract", "-o must name a file (the sidecar goes beside it)");
+  job->run_dir = argv[optind];
+  job->progress = !job->quiet && md_cli_stderr_is_tty();
+  return -1;
+}
+
+int md_cmd_extract(int argc, char **argv) {
+  extract_options options = {0};
+  int exit_code = parse_options(argc, argv, &options);
+  if (exit_code < 0) exit_code = md_extract_job_run(&options.job, NULL);
+  free(options.pins);
+  return exit_code;
+}

@@ -1,0 +1,433 @@
+#include "calib/extract_job.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/cli.h"
+#include "calib/fit_job.h"
+#include "io/atomic_file.h"
+#include "io/calibration.h"
+#include "io/events.h"
+#include "io/numfmt.h"
+#include "io/run_dir.h"
+#include "md_build_config.h"
+
+typedef struct extract_state {
+  const md_extract_job *job;
+  md_run_info info;
+  bool *pinned;                  /* [n_regions] */
+  md_region_table table;         /* names = info.regions */
+  md_attn_norm *norm;
+  md_atomic_file events_file;
+  uint64_t *event_rows;          /* [n_regions] */
+  uint64_t rows;
+  md_events plot_events;         /* the rows again, in memory, for --plot */
+  md_warnings warnings;
+  size_t episodes_done;
+  bool write_failed;             /* the error is the output's, not the input's */
+} extract_state;
+
+char *md_extract_calibration_path(const char *events_path) {
+  size_t len = strlen(events_path);
+  const char *suffix = ".calibration.json";
+  if (len > 4 && !strcmp(events_path + len - 4, ".csv")) len -= 4;
+  char *path = malloc(len + strlen(suffix) + 1);
+  if (!path) return NULL;
+  memcpy(path, events_path, len);
+  strcpy(path + len, suffix);
+  return path;
+}
+
+/* ---- the events CSV -------------------------------------------------------------- */
+
+static const char events_header[] = "region,time,event,entry,weight,episode,pos,page,token_id\n";
+
+/* RFC 4180: quoted (quotes doubled) only when the text needs it. */
+static void write_text_field(FILE *fp, const char *text) {
+  if (!strpbrk(text, ",\"\r\n")) {
+    fputs(text, fp);
+    return;
+  }
+  fputc('"', fp);
+  for (const char *c = text; *c; c++) {
+    if (*c == '"') fputc('"', fp);
+    fputc(*c, fp);
+  }
+  fputc('"', fp);
+}
+
+static md_status write_row(void *user, const md_event_row *row, md_error *err) {
+  extract_state *st = user;
+  FILE *fp = st->events_file.fp;
+  char time[MD_NUMBER_TEXT_MAX], entry[MD_NUMBER_TEXT_MAX], weight[MD_NUMBER_TEXT_MAX];
+  fprintf(fp, "%s,%s,%d,%s,%s,", row->region_name, md_format_shortest(time, row->time),
+          row->event, md_format_shortest(entry, row->entry), md_format_shortest(weight, row->weight));
+  write_text_field(fp, row->episode);
+  fprintf(fp, ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", row->pos, row->page, row->token_id);
+  if (ferror(fp)) {
+    st->write_failed = true;
+    return md_fail(err, MD_E_IO, "%s: write failed: %s", st->job->events_path, strerror(errno));
+  }
+  st->event_rows[row->region]++;
+  st->rows++;
+  if (!st->job->plot) return MD_OK;
+  return md_events_append(&st->plot_events, row->region_name, row->time, row->event, row->entry,
+                          row->weight, err);
+}
+
+/* ---- the episodes ------------------------------------------------------------------ */
+
+static void show_progress(const extract_state *st, int pass, bool last) {
+  if (!st->job->progress) return;
+  fprintf(stderr, "\r%s: %s %zu/%zu episodes", st->job->command,
+          pass == 1 ? "extracting" : "kappa, second pass:", st->episodes_done,
+          st->info.n_episodes);
+  if (last) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+static md_status one_episode(extract_state *st, const md_run_episode_data *episode, int pass,
+                             md_error *err) {
+  if (episode->steps == 0) {
+    if (pass > 1) return MD_OK;
+    return md_warnings_add(&st->warnings, err, "run: episode \"%s\" has no decode steps: none of "
+                           "its tokens is observed", episode->meta->id);
+  }
+  md_attn_episode view = {.id = episode->meta->id,
+                          .steps = episode->steps,
+                          .tokens = episode->tokens,
+                          .attn = episode->attn,
+                          .region = episode->region,
+                          .birth = episode->birth,
+                          .page = episode->page,
+                          .token_id = episode->token_id};
+  md_status status = md_lifetimes_episode(&view, &st->table, &st->job->lifetimes,
+                                          pass == 1 ? write_row : NULL, st, st->norm, err);
+  if (status == MD_OK || status == MD_E_NOMEM) return status;
+  return md_error_prefix(err, "%s/attn/%s.npy", st->info.dir, episode->meta->id);
+}
+
+/* One pass over every episode; the first also writes the rows. */
+static md_status one_pass(extract_state *st, int pass, md_error *err) {
+  md_run_reader *reader;
+  md_status status = md_run_reader_open(&st->info, &reader, err);
+  st->episodes_done = 0;
+  while (status == MD_OK) {
+    md_run_episode_data episode;
+    bool done;
+    status = md_run_reader_next(reader, &episode, &done, err);
+    if (status != MD_OK || done) break;
+    status = one_episode(st, &episode, pass, err);
+    st->episodes_done++;
+    show_progress(st, pass, false);
+  }
+  if (status == MD_OK) show_progress(st, pass, true);
+  md_run_reader_close(reader);
+  return status;
+}
+
+static md_status measure(extract_state *st, md_error *err) {
+  FILE *fp = st->events_file.fp;
+  if (fputs(events_header, fp) == EOF) {
+    st->write_failed = true;
+    return md_fail(err, MD_E_IO, "%s: write failed", st->job->events_path);
+  }
+  md_status status = one_pass(st, 1, err);
+  bool again = false;
+  if (status == MD_OK) status = md_attn_norm_end_pass(st->norm, &again, err);
+  if (status == MD_OK && again) status = one_pass(st, 2, err);
+  if (status == MD_OK && again) status = md_attn_norm_end_pass(st->norm, &again, err);
+  return status;
+}
+
+/* ---- set-up ------------------------------------------------------------------------ */
+
+static md_status check_run(const extract_state *st, md_error *err) {
+  const md_run_info *info = &st->info;
+  if (!info->complete && !st->job->allow_incomplete)
+    return md_fail(err, MD_E_INVALID, "%s/run.json: the collection is not complete (%zu episodes "
+                   "done): finish it with 'memdecay-calibrate collect --resume', or pass "
+                   "--allow-incomplete to use the episodes done so far", info->dir,
+                   info->n_episodes);
+  if (info->n_episodes == 0)
+    return md_fail(err, MD_E_INVALID, "%s/run.json: no complete episode to extract", info->dir);
+  return MD_OK;
+}
+
+static md_status set_up(extract_state *st, md_error *err) {
+  const md_extract_job *job = st->job;
+  md_status status = md_run_info_read(job->run_dir, &st->info, err);
+  if (status == MD_OK) status = check_run(st, err);
+  if (status != MD_OK) return status;
+  size_t n = st->info.n_regions;
+  st->pinned = calloc(n + 1, sizeof *st->pinned);
+  st->event_rows = calloc(n + 1, sizeof *st->event_rows);
+  if (!st->pinned || !st->event_rows) return md_fail(err, MD_E_NOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) st->pinned[i] = md_fit_region_pinned(st->info.regions[i], &job->settings);
+  st->table = (md_region_table){.n = n,
+                                .names = (const char *const *)st->info.regions,
+                                .pinned = st->pinned};
+  return md_attn_norm_new(&st->table, &job->norm, &st->norm, err);
+}
+
+static void tear_down(extract_state *st) {
+  md_atomic_abort(&st->events_file);
+  md_attn_norm_free(st->norm);
+  md_events_free(&st->plot_events);
+  md_warnings_free(&st->warnings);
+  free(st->pinned);
+  free(st->event_rows);
+  md_run_info_free(&st->info);
+}
+
+/* ---- the calibration --------------------------------------------------------------- */
+
+static char *copy(const char *text, bool *failed) {
+  if (!text) return NULL;
+  char *duplicate = strdup(text);
+  if (!duplicate) *failed = true;
+  return duplicate;
+}
+
+static void fill_identity(const extract_state *st, const char *calibration_events_path,
+                          md_calibration *c, bool *failed) {
+  const md_run_info *info = &st->info;
+  char created[32];
+  md_timestamp_now(created);
+  c->generator_version = copy(MD_VERSION, failed);
+  c->created = st->job->reproducible ? NULL : copy(created, failed);
+  c->run.path = copy(info->dir, failed);
+  c->run.device = copy(info->device, failed);
+  c->run.complete = info->complete;
+  c->run.layers[0] = info->aggregation.layers[0];
+  c->run.layers[1] = info->aggregation.layers[1];
+  c->run.heads = copy(info->aggregation.heads, failed);
+  c->run.page_size = info->aggregation.page_size;
+  c->model.name = copy(info->model.name, failed);
+  c->model.config_sha256 = copy(info->model.config_sha256, failed);
+  c->model.path = copy(info->model.path, failed);
+  c->model.architecture = copy(info->model.architecture, failed);
+  c->model.dtype = copy(info->model.dtype, failed);
+  c->events.path = copy(calibration_events_path, failed);
+}
+
+static void fill_workload(const extract_state *st, md_calibration *c, bool *failed) {
+  const md_run_info *info = &st->info;
+  c->workload.sources = calloc(2, sizeof *c->workload.sources);
+  c->workload.sources_sha256 = calloc(2, sizeof *c->workload.sources_sha256);
+  if (!c->workload.sources || !c->workload.sources_sha256) {
+    *failed = true;
+    return;
+  }
+  c->workload.n_sources = 1;
+  c->workload.sources[0] = copy(info->traces.path, failed);
+  c->workload.sources_sha256[0] = copy(info->traces.sha256, failed);
+  c->workload.episodes = info->n_episodes;
+  c->workload.tokens = info->tokens;
+  c->workload.prompt_tokens = info->prompt_tokens;
+  c->workload.decoded_tokens = info->decode_steps;
+  c->workload.decode_steps = info->max_decode_steps;
+  c->workload.decode_steps_min = info->min_decode_steps;
+  c->workload.estimand = copy(md_estimand_name(st->job->lifetimes.estimand), failed);
+  c->workload.tau = st->job->lifetimes.tau;
+  c->workload.guard = st->job->lifetimes.guard;
+  c->events.rows = st->rows;
+}
+
+static void fill_region(const extract_state *st, const md_region_attn_stats *stats, size_t i,
+                        md_calibration_region *r, bool *failed) {
+  r->name = copy(stats->name, failed);
+  r->pinned = stats->pinned;
+  r->tokens = stats->tokens;
+  r->observed_tokens = stats->observed_tokens;
+  r->refreshed_tokens = stats->refreshed_tokens;
+  r->refreshed_share = stats->share_defined ? stats->refreshed_share : NAN;
+  r->base_priority = stats->pinned ? 1.0 : r->refreshed_share;
+  r->event_rows = st->event_rows[i];
+  r->visible_pairs = stats->visible_pairs;
+  r->mean_relative_attention = stats->visible_pairs ? stats->mean_relative_attention : NAN;
+  r->curve_length = stats->curve_length;
+  r->curve_mean = malloc((stats->curve_length + 1) * sizeof *r->curve_mean);
+  r->curve_pairs = malloc((stats->curve_length + 1) * sizeof *r->curve_pairs);
+  if (!r->curve_mean || !r->curve_pairs) {
+    *failed = true;
+    r->curve_length = 0;
+    return;
+  }
+  memcpy(r->curve_mean, stats->curve_mean, stats->curve_length * sizeof *r->curve_mean);
+  memcpy(r->curve_pairs, stats->curve_pairs, stats->curve_length * sizeof *r->curve_pairs);
+}
+
+/* Warnings the sidecar carries: why a quantity is null, what is missing. */
+static md_status calibration_warnings(const extract_state *st, const md_attn_norm_result *result,
+                                      md_calibration *c, md_error *err) {
+  md_warnings *w = &c->warnings;
+  md_status s = MD_OK;
+  for (size_t i = 0; i < st->warnings.n && s == MD_OK; i++)
+    s = md_warnings_add(w, err, "%s", st->warnings.lines[i]);
+  if (s == MD_OK && !st->info.complete)
+    s = md_warnings_add(w, err, "run: the collection is not complete: %zu episodes done",
+                        st->info.n_episodes);
+  if (s == MD_OK && st->info.n_skipped)
+    s = md_warnings_add(w, err, "run: the collector skipped %zu episodes of the traces (listed "
+                        "in run.json)", st->info.n_skipped);
+  for (size_t i = 0; i < result->n_regions && s == MD_OK; i++)
+    if (!result->regions[i].share_defined)
+      s = md_warnings_add(w, err, "regions.%s: no token could be refreshed (each was born at the "
+                          "last decode step): refreshed_share is null", result->regions[i].name);
+  if (s == MD_OK && result->kappa_status != MD_KAPPA_OK)
+    s = md_warnings_add(w, err, "policy: attention_norm.kappa cannot be estimated: %s",
+                        md_kappa_status_message(result->kappa_status));
+  if (s == MD_OK && !result->alpha_defined)
+    s = md_warnings_add(w, err, "policy: alpha cannot be estimated: no unpinned region has an "
+                        "observed token");
+  return s;
+}
+
+static md_status build_calibration(const extract_state *st, const md_attn_norm_result *result,
+                                   md_calibration *c, md_error *err) {
+  memset(c, 0, sizeof *c);
+  bool failed = false;
+  fill_identity(st, st->job->events_path, c, &failed);
+  fill_workload(st, c, &failed);
+  c->policy.ewma_beta = result->ewma_beta;
+  c->policy.alpha = result->alpha_defined ? result->alpha : NAN;
+  c->policy.alpha_regions = result->alpha_regions;
+  c->policy.kappa = result->kappa_status == MD_KAPPA_OK ? result->kappa : NAN;
+  c->policy.quantile = result->quantile;
+  c->policy.kappa_samples = result->kappa_samples;
+  c->policy.passes = result->passes;
+  c->regions = calloc(result->n_regions + 1, sizeof *c->regions);
+  if (!c->regions) failed = true;
+  for (size_t i = 0; c->regions && i < result->n_regions; i++) {
+    fill_region(st, &result->regions[i], i, &c->regions[i], &failed);
+    c->n_regions++;
+  }
+  md_status status = failed ? md_fail(err, MD_E_NOMEM, "out of memory") : MD_OK;
+  if (status == MD_OK) status = calibration_warnings(st, result, c, err);
+  return status;
+}
+
+/* ---- outputs ----------------------------------------------------------------------- */
+
+static md_status draw(const extract_state *st, const md_calibration *calibration, md_error *err) {
+  md_fit_settings settings = st->job->settings;
+  settings.calibration = NULL;  /* the figure's fits need only the rows */
+  md_fit_results results;
+  md_status status = md_fit_all(&st->plot_events, &settings, &results, err);
+  if (status != MD_OK) return status;
+  status = md_fit_plot(&results, calibration, st->job->plot, st->job->plot_log_time, err);
+  md_fit_results_free(&results);
+  return status;
+}
+
+static md_status write_outputs(extract_state *st, const md_calibration *calibration,
+                               const char *calibration_path, md_error *err) {
+  char *text = NULL;
+  md_atomic_file file = {0};
+  md_status status = md_calibration_dump(calibration, &text, err);
+  if (status == MD_OK) status = md_atomic_open(&file, calibration_path, err);
+  if (status == MD_OK && fputs(text, file.fp) == EOF)
+    status = md_fail(err, MD_E_IO, "%s: write failed", calibration_path);
+  if (status == MD_OK && st->job->plot) status = draw(st, calibration, err);
+  if (status == MD_OK) status = md_atomic_commit(&st->events_file, err);
+  if (status == MD_OK) status = md_atomic_commit(&file, err);
+  md_atomic_abort(&file);
+  free(text);
+  return status;
+}
+
+/* "%.*f" of a value, or "-" when it is not defined. */
+static const char *shown(char out[32], int digits, double value) {
+  if (isfinite(value)) snprintf(out, 32, "%.*f", digits, value);
+  else snprintf(out, 32, "-");
+  return out;
+}
+
+static const char *shown_g(char out[32], double value) {
+  if (isfinite(value)) snprintf(out, 32, "%.4g", value);
+  else snprintf(out, 32, "-");
+  return out;
+}
+
+static void report(const extract_state *st, const md_calibration *c, const char *calibration_path) {
+  if (st->job->quiet) return;
+  FILE *out = stderr;
+  fprintf(out, "%zu episodes, %" PRIu64 " tokens (%" PRIu64 " prompt, %" PRIu64 " decoded); "
+          "%s, tau %g, guard %ld\n", st->info.n_episodes, c->workload.tokens,
+          c->workload.prompt_tokens, c->workload.decoded_tokens, c->workload.estimand,
+          c->workload.tau, c->workload.guard);
+  fprintf(out, "%-12s %9s %9s %10s %7s %10s %10s\n", "region", "tokens", "observed", "refreshed",
+          "share", "mean a^", "event rows");
+  char share[32], mean[32], kappa[32], alpha[32];
+  for (size_t i = 0; i < c->n_regions; i++) {
+    const md_calibration_region *r = &c->regions[i];
+    fprintf(out, "%-12s %9" PRIu64 " %9" PRIu64 " %10" PRIu64 " %7s %10s %10" PRIu64 "%s\n",
+            r->name, r->tokens, r->observed_tokens, r->refreshed_tokens,
+            shown(share, 3, r->refreshed_share), shown(mean, 3, r->mean_relative_attention),
+            r->event_rows, r->pinned ? "  (pinned)" : "");
+  }
+  fprintf(out, "kappa %s (quantile %g of the attention EWMA, beta %g, over %" PRIu64
+          " unpinned token-steps, %d pass%s); alpha %s (median of %" PRIu64 " shares)\n",
+          shown_g(kappa, c->policy.kappa),
+          c->policy.quantile, c->policy.ewma_beta, c->policy.kappa_samples, c->policy.passes,
+          c->policy.passes == 1 ? "" : "es",
+          shown_g(alpha, c->policy.alpha),
+          c->policy.alpha_regions);
+  for (size_t i = 0; i < c->warnings.n; i++)
+    fprintf(out, MD_PROGRAM " %s: warning: %s\n", st->job->command, c->warnings.lines[i]);
+  fprintf(out, "wrote %s (%" PRIu64 " rows) and %s\n", st->job->events_path, st->rows,
+          calibration_path);
+}
+
+static void fill_outcome(const md_calibration *c, md_extract_outcome *outcome) {
+  if (!outcome) return;
+  *outcome = (md_extract_outcome){.episodes = (size_t)c->workload.episodes,
+                                  .tokens = c->workload.tokens,
+                                  .rows = c->events.rows,
+                                  .regions = c->n_regions,
+                                  .kappa = c->policy.kappa,
+                                  .alpha = c->policy.alpha,
+                                  .passes = c->policy.passes};
+}
+
+static int finish(extract_state *st, const char *calibration_path, md_extract_outcome *outcome) {
+  md_error err = {0};
+  md_attn_norm_result result;
+  md_status status = md_attn_norm_finish(st->norm, &result, &err);
+  if (status != MD_OK) return md_cli_report(&err);
+  md_calibration calibration;
+  status = build_calibration(st, &result, &calibration, &err);
+  if (status == MD_OK) status = write_outputs(st, &calibration, calibration_path, &err);
+  if (status == MD_OK) report(st, &calibration, calibration_path);
+  if (status == MD_OK) fill_outcome(&calibration, outcome);
+  md_calibration_free(&calibration);
+  md_attn_norm_result_free(&result);
+  return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
+}
+
+int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
+  md_error err = {0};
+  char *calibration_path = job->calibration_path ? strdup(job->calibration_path)
+                                                 : md_extract_calibration_path(job->events_path);
+  if (!calibration_path) return md_cli_report(&(md_error){MD_E_NOMEM, "out of memory"});
+  extract_state st = {.job = job};
+  int exit_code;
+  if (set_up(&st, &err) != MD_OK) {
+    exit_code = md_cli_report_input(&err);
+  } else if (md_atomic_open(&st.events_file, job->events_path, &err) != MD_OK) {
+    exit_code = md_cli_report(&err);
+  } else if (measure(&st, &err) != MD_OK) {
+    /* A bad matrix or manifest row is the input's fault; a failed write is not. */
+    exit_code = st.write_failed ? md_cli_report(&err) : md_cli_report_input(&err);
+  } else {
+    exit_code = finish(&st, calibration_path, outcome);
+  }
+  tear_down(&st);
+  free(calibration_path);
+  return exit_code;
+}
