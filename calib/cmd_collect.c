@@ -42,6 +42,9 @@ static void print_help(FILE *out) {
       "      --out RUN_DIR      the run directory to create (its parent must exist)\n"
       "      --device NAME      cpu (default), cuda or cuda:N\n"
       "      --threads N        CPU threads (default: all cores)\n"
+      "      --exact-gemm       CUDA: multiply the prompt in float32 (the CPU's results to\n"
+      "                         float32 rounding; slower prompts). Default: tensor cores\n"
+      "      --cuda-graphs      CUDA: record each decode step as a CUDA graph and replay it\n"
       "      --layers A:B       capture layers A to B-1 (default: all; A: or :B allowed)\n"
       "      --heads mean|max   aggregate the heads of a decode row by mean (default) or max\n"
       "      --page-size N      KV-cache page of a token = position / N (default 16)\n"
@@ -123,6 +126,7 @@ static int parse_options(int argc, char **argv, options *opt) {
     } else if (!strcmp(arg, "--resume")) opt->collect.resume = true;
     else if (!strcmp(arg, "--skip-invalid")) opt->collect.skip_invalid = true;
     else if (!strcmp(arg, "--reproducible")) opt->collect.reproducible = true;
+    else if (md_collect_flag(arg, &opt->collect)) continue;
     else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) opt->quiet = true;
     else return md_cli_usage_error(command, "unexpected argument '%s'", arg);
   }

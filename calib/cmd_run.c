@@ -68,6 +68,8 @@ static void print_help(FILE *out) {
       " collect:\n"
       "      --device NAME        cpu (default), cuda or cuda:N\n"
       "      --threads N          CPU threads (default: all cores)\n"
+      "      --exact-gemm         CUDA: multiply the prompt in float32 (slower prompts)\n"
+      "      --cuda-graphs        CUDA: replay decode steps as CUDA graphs\n"
       "      --layers A:B         capture layers A to B-1 (default: all)\n"
       "      --heads mean|max     aggregate the heads by mean (default) or max\n"
       "      --page-size N        KV-cache page size (default 16)\n"
@@ -123,6 +125,7 @@ enum {
   OPT_PLOT_LOG_TIME,
   OPT_REPRODUCIBLE,
   OPT_COLLECT,            /* a collect option: its name is looked up */
+  OPT_COLLECT_FLAG,       /* a collect flag (no value): its name is looked up */
   OPT_EXTRACT_FIRST = 300, /* calib/extract_options.h */
 };
 
@@ -145,6 +148,8 @@ static void long_options(struct option *o) {
       {"plot", required_argument, NULL, OPT_PLOT},
       {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
       {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
+      {"exact-gemm", no_argument, NULL, OPT_COLLECT_FLAG},
+      {"cuda-graphs", no_argument, NULL, OPT_COLLECT_FLAG},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
@@ -199,6 +204,12 @@ static int take_option(int code, const char *name, const char *value, const char
       snprintf(option, sizeof option, "--%s", name);
       return md_collect_option(command, option, value, &r->collect);
     }
+    case OPT_COLLECT_FLAG: {
+      char flag[64];
+      snprintf(flag, sizeof flag, "--%s", name);
+      md_collect_flag(flag, &r->collect);
+      return -1;
+    }
     case 'q': r->quiet = true; return -1;
     case 'h': print_help(stdout); return MD_EXIT_OK;
     case ':': return md_cli_usage_error(command, "option '%s' needs a value", arg);
@@ -252,7 +263,8 @@ static int parse_options(int argc, char **argv, run_options *r) {
   optind = 1;
   int code, index = 0;
   while ((code = getopt_long(argc, argv, ":o:qh", options, &index)) != -1) {
-    const char *name = code == OPT_COLLECT ? options[index].name : NULL;
+    const char *name =
+        code == OPT_COLLECT || code == OPT_COLLECT_FLAG ? options[index].name : NULL;
     int exit_code = take_option(code, name, optarg, argv[optind - 1], r);
     if (exit_code >= 0) return exit_code;
   }

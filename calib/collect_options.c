@@ -56,3 +56,10 @@ int md_collect_option(const char *command, const char *name, const char *value,
   }
   return code;
 }
+
+bool md_collect_flag(const char *name, md_collect_options *c) {
+  if (!strcmp(name, "--exact-gemm")) c->exact_gemm = true;
+  else if (!strcmp(name, "--cuda-graphs")) c->cuda_graphs = true;
+  else return false;
+  return true;
+}

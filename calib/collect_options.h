@@ -4,6 +4,8 @@
 #ifndef MD_CALIB_COLLECT_OPTIONS_H
 #define MD_CALIB_COLLECT_OPTIONS_H
 
+#include <stdbool.h>
+
 #include "collector/collect.h"
 
 /* Applies option `name` ("--device", ...) with `value` to `options`.
@@ -12,5 +14,9 @@
  * not one of these options. */
 int md_collect_option(const char *command, const char *name, const char *value,
                       md_collect_options *options);
+
+/* Applies the shared flag `name` ("--exact-gemm", "--cuda-graphs") to
+ * `options`; false when `name` is not one of them. */
+bool md_collect_flag(const char *name, md_collect_options *options);
 
 #endif

@@ -61,7 +61,10 @@ static md_status check_options(const md_collect_options *o, md_error *err) {
 static md_status open_device(collect_run *run, md_error *err) {
   const md_collect_options *o = run->options;
   const char *name = o->device ? o->device : "cpu";
-  md_device_options device = {.device = name, .threads = o->threads};
+  md_device_options device = {.device = name,
+                              .threads = o->threads,
+                              .exact_gemm = o->exact_gemm,
+                              .cuda_graphs = o->cuda_graphs};
   md_status s = md_device_open(&device, &run->kernels, err);
   if (s != MD_OK) return s;
   snprintf(run->device_name, sizeof run->device_name, "%s", strcmp(name, "cuda") ? name : "cuda:0");
