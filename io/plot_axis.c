@@ -70,13 +70,19 @@ void md_plot_axis_log(md_plot_axis *axis, double lo, double hi, double length_px
   double px_per_decade = length_px / log10(axis->hi / axis->lo);
   /* The narrowest gap between labels at 1, 2, 5, 10 is log10(2) decades. */
   bool label_2_and_5 = px_per_decade * log10(2.0) >= min_spacing_px;
+  double first = decade_of(axis->lo), last = decade_of(axis->hi);
+  /* Many decades: ticks at the powers of ten only (nine a decade would not
+   * fit in the tick array, nor be readable), labels on every k-th. */
+  bool minor = (last - first + 1) * 9 <= MD_PLOT_MAX_TICKS;
+  double label_every = px_per_decade >= min_spacing_px ? 1.0 : ceil(min_spacing_px / px_per_decade);
   size_t n_labelled = 0;
-  for (double decade = decade_of(axis->lo); decade <= decade_of(axis->hi); decade++) {
+  for (double decade = first; decade <= last; decade++) {
     double unit = pow(10.0, decade);
-    for (int m = 1; m <= 9; m++) {
+    for (int m = 1; m <= (minor ? 9 : 1); m++) {
       double value = m * unit;
       if (value < axis->lo * (1 - REL_SLACK) || value > axis->hi * (1 + REL_SLACK)) continue;
-      bool labelled = m == 1 || (label_2_and_5 && (m == 2 || m == 5));
+      bool labelled = (m == 1 && fmod(last - decade, label_every) == 0.0) ||
+                      (label_2_and_5 && (m == 2 || m == 5));
       add_tick(axis, value, labelled);
       n_labelled += labelled;
     }
@@ -113,8 +119,8 @@ static int decimals_for(double spacing) {
 }
 
 void md_plot_tick_label(const md_plot_axis *axis, double value, char *buf, size_t size) {
-  if (fabs(value) >= 1e6) {
-    /* "1e6", "2.5e7": short enough for an axis. */
+  if (fabs(value) >= 1e6 || (axis->log && value > 0 && value < 1e-3)) {
+    /* "1e6", "2.5e7", "1e-5": short enough for an axis. */
     int exponent = (int)decade_of(fabs(value));
     snprintf(buf, size, "%ge%d", value / pow(10.0, exponent), exponent);
     return;

@@ -101,6 +101,9 @@ static range attention_value_range(const md_plot_request *request, bool *any_non
   return r;
 }
 
+/* The lowest value the log attention axis shows (see attention_axes). */
+#define ATTENTION_LOG_FLOOR 1e-3
+
 static bool attention_log_scale(const md_plot_request *request) {
   if (request->attention_scale == MD_PLOT_SCALE_LOG) return true;
   if (request->attention_scale == MD_PLOT_SCALE_LINEAR) return false;
@@ -136,7 +139,12 @@ static void attention_axes(panel *p, const md_plot_request *request) {
   double height = p->bottom - p->top;
   /* The uniform share (1.0) is always on the axis: it is the reference. */
   if (log_scale) {
+    /* Below a thousandth of the uniform share a token is as good as
+     * unattended; a mean that low (the last steps of a window, where few
+     * tokens remain) would stretch the axis over a dozen empty decades.
+     * Lower values are clipped at the bottom of the panel. */
     double lo = isfinite(r.min_positive) && r.min_positive < 1.0 ? r.min_positive : 1.0;
+    if (lo < ATTENTION_LOG_FLOOR) lo = ATTENTION_LOG_FLOOR;
     double hi = r.max > 1.0 ? r.max : 1.0;
     md_plot_axis_log(&p->y, lo, hi, height, MIN_Y_SPACING, true);
   } else {

@@ -123,6 +123,21 @@ static void test_log_axis(void) {
   CHECK(strcmp(label, "1e6") == 0);
   md_plot_tick_label(&axis, 2.5e7, label, sizeof label);
   CHECK(strcmp(label, "2.5e7") == 0);
+
+  /* Eighteen decades, [1e-17, 10] over 300 px (16.7 px a decade, 90 px
+   * between labels): ticks at the powers of ten only (nine a decade would
+   * overflow the tick array), labelled every 6th decade counted down from
+   * the top: 1e-5, 1e1 ... and the smallest values in exponent form. */
+  md_plot_axis_log(&axis, 1e-17, 10.0, 300.0, 90.0, false);
+  CHECK(axis.n_ticks == 19);
+  n = labelled_ticks(&axis, values, 32);
+  const double sparse[] = {1e-17, 1e-11, 1e-5, 10.0};
+  CHECK(n == 4);
+  for (size_t i = 0; i < n && i < 4; i++) CHECK_REL(values[i], sparse[i], 1e-9);
+  md_plot_tick_label(&axis, 1e-5, label, sizeof label);
+  CHECK(strcmp(label, "1e-5") == 0);
+  md_plot_tick_label(&axis, 0.001, label, sizeof label);
+  CHECK(strcmp(label, "0.001") == 0);
 }
 
 static void test_step_format(void) {
