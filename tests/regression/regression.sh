@@ -12,10 +12,16 @@
 #    by 1 + 1e-4 u (tests/regression/perturb_run.c; a different BLAS kernel,
 #    instruction set or thread count changes them by 1e-7 to 1e-6), then
 #    extract + fit + check: must pass.
-# 3. Real drift, measured on the same run directory: tau 1 -> 1.25 (a
-#    runtime that refreshes on stronger attention): check must say DRIFT.
+# 3. Real drift, measured on the same run directory: tau 1 -> 4 (a runtime
+#    that counts only strong attention as a refresh): fewer tokens are ever
+#    used, so the measured base priorities and alpha move; check must say
+#    DRIFT. (The shipped checkpoint's attention is selective: a token is
+#    either used far above the uniform share or far below it, so its
+#    half-lives hardly move with tau, and a small change of tau, 1.25, is
+#    within the tolerance.)
 # 4. Real drift in the model run: attention captured from the first layer
-#    only instead of all (--layers 0:1): check must say DRIFT.
+#    only instead of all (--layers 0:1): check must say DRIFT, with at least
+#    one half-life outside its widened golden interval.
 set -u
 program=$1 perturb=$2 model=$3 traces=$4 golden=$5 work=$6 rtol=$7
 shift 7
@@ -51,10 +57,11 @@ cp -r "$work/new.run/run" "$work/noisy" && "$perturb" "$work/noisy" 1e-4 7 || fa
 refit "$work/noisy" noisy
 check "$work/noisy.json" 0 "attention perturbed by 1e-4 relative (another machine)"
 
-refit "$work/new.run/run" tau --tau 1.25
-check "$work/tau.json" 1 "tau 1.25 instead of 1 (real drift)"
+refit "$work/new.run/run" tau --tau 4
+check "$work/tau.json" 1 "tau 4 instead of 1 (real drift)"
 
 "$program" run --model "$model" --traces "$traces" -o "$work/layers.json" --reproducible -q \
   "$@" --layers 0:1 || fail "run --layers 0:1 failed"
 check "$work/layers.json" 1 "first layer only instead of all (real drift)"
+grep -q 'half_life .*DRIFT' "$work/layers.json.check" || fail "--layers 0:1: no half-life drifted"
 echo "regression: ok in $(( $(date +%s) - start )) s"

@@ -1,0 +1,517 @@
+#!/usr/bin/env python3
+"""Trains qwen2-tiny, the small Qwen2ForCausalLM checkpoint that ships in
+data/models/ for the default run of memdecay-calibrate and for CI.
+
+    python3 data/models/train_tiny_qwen2.py            # from the source root
+
+writes data/models/qwen2-tiny/ (config.json, generation_config.json,
+model.safetensors, tokenizer.json, tokenizer_config.json). Needs torch (CPU),
+transformers 5.x, tokenizers and safetensors; data/models/README.md states
+the recipe, the time it takes and the losses it reached.
+
+1. Tokenizer: Qwen2.5's, derived from the Qwen3 files in data/tokenizer/qwen/
+   (same byte-level BPE; Qwen2.5's added tokens stop at id 151664, so the four
+   Qwen3 adds, 151665-151668, are removed) with Qwen2.5-Instruct's ChatML
+   chat template (tests/trace/qwen2.5-chat-template.jinja).
+2. Corpus: synthetic agent episodes from data/traces/generate.py with seeds
+   other than those of the shipped traces (450, 1700), which are held out.
+   Each episode is rendered with the chat template by transformers
+   (apply_chat_template, add_generation_prompt=True), tokenised, followed by
+   its continuation tokenised on its own (as the collector feeds it) and
+   <|im_end|>; the model learns next-token prediction on whole episodes.
+3. Model: trained on a compact vocabulary (the ids that occur in the corpus
+   and in the shipped traces, in id order), then its embedding rows are
+   scattered into the full 151,936-row matrix; every other row is exactly
+   zero, so the unused part of the file compresses to nothing.
+   An unused id then gets logit 0. The training loss is the cross-entropy of
+   the full-vocabulary model, i.e. the softmax also holds (151936 - compact)
+   logits fixed at 0, so training pushes the logits of real next tokens far
+   above 0 and greedy decoding does not pick an unused id.
+4. Export in BF16, like the published Qwen2.5 checkpoints, with config.json
+   in their published form; then the held-out losses are measured on the
+   exported files with transformers.
+
+Deterministic: fixed seeds, torch.use_deterministic_algorithms(True), a fixed
+thread count (--threads, default 2). The same package versions and CPU give
+the same files; another CPU's BLAS kernels may round differently.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import transformers
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+from transformers import AttentionInterface, AttentionMaskInterface, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import sdpa_mask
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+QWEN3_TOKENIZER = os.path.join(ROOT, "data", "tokenizer", "qwen")
+CHAT_TEMPLATE = os.path.join(ROOT, "tests", "trace", "qwen2.5-chat-template.jinja")
+GENERATOR = os.path.join(ROOT, "data", "traces", "generate.py")
+HELD_OUT = [os.path.join(ROOT, "data", "traces", name) for name in ("agent-450.jsonl", "agent-1700.jsonl")]
+
+# Qwen2.5's vocabulary: 151,643 BPE entries, added tokens 151643-151664, the
+# embedding padded to 151,936 rows (the published checkpoints' vocab_size).
+VOCAB_SIZE = 151936
+QWEN3_ONLY_TOKENS = {151665: "<tool_response>", 151666: "</tool_response>", 151667: "<think>",
+                     151668: "</think>"}
+ENDOFTEXT, IM_END = 151643, 151645
+
+ARCHITECTURE = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=4, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-6,
+                    rope_theta=1e6, hidden_act="silu", tie_word_embeddings=True, initializer_range=0.02)
+
+# (--context, --episodes, --seed) of data/traces/generate.py: the training
+# corpus (the shipped traces use seeds 450 and 1700).
+CORPORA = [(450, 2500, 7), (1700, 700, 8)]
+
+TRAIN = dict(seed=1234, epochs=1, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
+             weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
+             entropy_weight=0.5, entropy_rows=64)
+
+
+# ---- tokenizer ------------------------------------------------------------------
+
+def qwen25_tokenizer_json():
+    """Qwen3's tokenizer.json with the four added tokens Qwen2.5 lacks cut out
+    of the text; everything else byte for byte as in the source file."""
+    with open(os.path.join(QWEN3_TOKENIZER, "tokenizer.json"), encoding="utf-8") as f:
+        text = f.read()
+    spec = json.loads(text)
+    begin = text.index(',\n    {\n      "id": 151665,')
+    end = text.index('\n  ],\n  "normalizer"', begin)
+    derived = text[:begin] + text[end:]
+    expected = dict(spec, added_tokens=[t for t in spec["added_tokens"] if t["id"] not in QWEN3_ONLY_TOKENS])
+    removed = {t["id"]: t["content"] for t in spec["added_tokens"] if t["id"] in QWEN3_ONLY_TOKENS}
+    assert removed == QWEN3_ONLY_TOKENS and json.loads(derived) == expected
+    assert expected["added_tokens"][-1]["id"] == 151664
+    return derived
+
+
+def qwen25_tokenizer_config():
+    """Qwen2.5-Instruct's tokenizer_config.json: Qwen3's without the four
+    added tokens, with the Qwen2.5 ChatML template (eos <|im_end|>, pad
+    <|endoftext|>, no bos, as in Qwen3's file)."""
+    with open(os.path.join(QWEN3_TOKENIZER, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    with open(CHAT_TEMPLATE, encoding="utf-8") as f:
+        config["chat_template"] = f.read()
+    config["added_tokens_decoder"] = {k: v for k, v in config["added_tokens_decoder"].items()
+                                      if int(k) not in QWEN3_ONLY_TOKENS}
+    assert config["eos_token"] == "<|im_end|>" and config["pad_token"] == "<|endoftext|>"
+    assert config["bos_token"] is None
+    return json.dumps(config, indent=2, ensure_ascii=False)
+
+
+def write_text(path, text):
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
+def write_tokenizer(out):
+    write_text(os.path.join(out, "tokenizer.json"), qwen25_tokenizer_json())
+    write_text(os.path.join(out, "tokenizer_config.json"), qwen25_tokenizer_config())
+
+
+# ---- corpus -----------------------------------------------------------------------
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def hf_messages(episode):
+    """A trace episode (memdecay-traces(5)) as HF chat messages: segment texts
+    joined, tool calls in the OpenAI form (as tests/trace/make_fixtures.py)."""
+    messages = []
+    for m in episode["messages"]:
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "".join(seg["text"] for seg in content)
+        message = {"role": m["role"], "content": content}
+        calls = [{"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                 for c in m.get("tool_calls") or []]
+        if calls:
+            message["tool_calls"] = calls
+        messages.append(message)
+    return messages
+
+
+class Encoder:
+    """Renders with the checkpoint's chat template (transformers) and
+    tokenises with its tokenizer.json (HF tokenizers)."""
+
+    def __init__(self, model_dir):
+        self.template = AutoTokenizer.from_pretrained(model_dir)
+        self.tokenizer = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
+
+    def prompt(self, episode):
+        return self.template.apply_chat_template(hf_messages(episode), tokenize=False,
+                                                 add_generation_prompt=True)
+
+    def encode(self, text):
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def episode(self, episode):
+        """(prompt ids, continuation ids)."""
+        return (self.encode(self.prompt(episode)).ids,
+                self.encode(episode["continuation"]["text"]).ids)
+
+
+def make_corpora(work):
+    paths = []
+    for context, episodes, seed in CORPORA:
+        path = os.path.join(work, f"train-{context}-seed{seed}-{episodes}.jsonl")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, GENERATOR, "--context", str(context), "--episodes",
+                            str(episodes), "--seed", str(seed), "--out", path, "--quiet"], check=True)
+        paths.append(path)
+    return paths
+
+
+def encode_file(encoder, path, seed):
+    """Training sequences of a traces file: the prompt, the continuation
+    (tokenised on its own, as the collector feeds it), <|im_end|>, then the
+    episode's probes as question/answer turns in a random order, in ChatML
+    (what the chat template writes for plain user and assistant messages).
+    Each item: {"ids", "continuation": (begin, end), "answers": [(begin, end)]}
+    with token index ranges."""
+    rng = random.Random(seed)
+    items = []
+    for episode in read_jsonl(path):
+        prompt, continuation = encoder.episode(episode)
+        ids = prompt + continuation
+        item = {"continuation": (len(prompt), len(ids)), "answers": []}
+        ids += encoder.encode("<|im_end|>\n").ids
+        probes = list(episode["probes"])
+        rng.shuffle(probes)
+        text = "<|im_end|>\n"
+        for probe in probes:
+            question = f"<|im_start|>user\n{probe['question']}<|im_end|>\n<|im_start|>assistant\n"
+            ids += encoder.encode(question).ids
+            answer = encoder.encode(probe["answer"]).ids
+            item["answers"].append((len(ids), len(ids) + len(answer)))
+            ids += answer + encoder.encode("<|im_end|>\n").ids
+            text += question + probe["answer"] + "<|im_end|>\n"
+        # Added tokens split the text first, so the pieces tokenise as the whole does.
+        assert ids[len(prompt) + len(continuation):] == encoder.encode(text).ids
+        item["ids"] = ids
+        items.append(item)
+    return items
+
+
+# ---- model ------------------------------------------------------------------------
+
+def qwen2_config(vocab_size, attn):
+    arch = dict(ARCHITECTURE)
+    theta = arch.pop("rope_theta")
+    config = Qwen2Config(vocab_size=vocab_size, rope_parameters={"rope_type": "default", "rope_theta": theta},
+                         use_sliding_window=False, use_cache=False, bos_token_id=None,
+                         eos_token_id=None, pad_token_id=None, **arch)
+    config._attn_implementation = attn
+    return config
+
+
+def attention_with_entropy(module, query, key, value, attention_mask, **kwargs):
+    """transformers' SDPA attention, plus (in training) the normalised entropy
+    of the attention rows of the query positions in module.entropy_rows,
+    kept in module.entropy [batch, heads, rows]: entropy / log(visible
+    tokens), 1 for uniform attention, 0 for all weight on one token."""
+    output = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    rows = getattr(module, "entropy_rows", None)
+    if module.training and rows is not None:
+        keys = key.repeat_interleave(module.num_key_value_groups, dim=1)  # query head h uses KV head h // groups
+        scores = query[:, :, rows] @ keys.transpose(-1, -2) * kwargs["scaling"]
+        future = torch.arange(keys.shape[2])[None, :] > rows[:, None]
+        log_p = torch.log_softmax(scores.masked_fill(future, float("-inf")), dim=-1)
+        entropy = -(log_p.exp() * log_p.masked_fill(future, 0.0)).sum(dim=-1)
+        module.entropy = entropy / torch.log(rows.to(entropy.dtype) + 1.0)
+    return output
+
+
+AttentionInterface.register("sdpa_entropy", attention_with_entropy)
+AttentionMaskInterface.register("sdpa_entropy", sdpa_mask)
+
+
+def full_vocab_loss(model, inputs, targets, unused):
+    """Mean cross-entropy of the full-vocabulary model: the compact logits
+    plus `unused` logits fixed at 0 (the zero rows of the exported
+    embedding), which add log(unused) as one more logsumexp term."""
+    hidden = model.model(input_ids=inputs, use_cache=False).last_hidden_state
+    logits = hidden @ model.model.embed_tokens.weight.t()
+    zeros = torch.full(logits.shape[:-1] + (1,), math.log(unused), dtype=logits.dtype)
+    log_norm = torch.logsumexp(torch.cat([logits, zeros], dim=-1), dim=-1)
+    mask = targets >= 0
+    picked = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return ((log_norm - picked) * mask).sum() / mask.sum(), int(mask.sum())
+
+
+def set_entropy_rows(model, rows):
+    for layer in model.model.layers:
+        layer.self_attn.entropy_rows = rows
+
+
+def mean_entropy(model, rows, targets):
+    """Mean normalised attention entropy over layers, heads and the sampled
+    rows that are real tokens of their sequence (not padding)."""
+    valid = (targets[:, rows] >= 0).to(torch.float32)  # [batch, rows]
+    per_layer = torch.stack([layer.self_attn.entropy for layer in model.model.layers])  # [L, B, H, R]
+    return (per_layer.mean(dim=2) * valid).sum() / (valid.sum() * per_layer.shape[0])
+
+
+def make_batches(lengths, budget, rng):
+    """Episodes of similar length together (padded size <= budget tokens),
+    in random order."""
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    order.sort(key=lambda i: lengths[i])  # stable: equal lengths stay shuffled
+    batches, current = [], []
+    for i in order:
+        longest = max([lengths[j] for j in current] + [lengths[i]])
+        if current and longest * (len(current) + 1) > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(sequences, pad):
+    """Inputs and next-token targets, right-padded; targets -1 where there is
+    none. No attention mask is needed: causal attention never lets a real
+    token see the padding after it."""
+    width = max(len(s) for s in sequences) - 1
+    inputs = torch.full((len(sequences), width), pad, dtype=torch.long)
+    targets = torch.full((len(sequences), width), -1, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids = torch.tensor(seq, dtype=torch.long)
+        inputs[row, :len(seq) - 1] = ids[:-1]
+        targets[row, :len(seq) - 1] = ids[1:]
+    return inputs, targets
+
+
+def learning_rate(step, total):
+    if step < TRAIN["warmup"]:
+        return TRAIN["lr"] * (step + 1) / TRAIN["warmup"]
+    progress = (step - TRAIN["warmup"]) / max(1, total - TRAIN["warmup"])
+    return TRAIN["min_lr"] + 0.5 * (TRAIN["lr"] - TRAIN["min_lr"]) * (1 + math.cos(math.pi * progress))
+
+
+def optimizer(model):
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed_tokens" not in n]
+    other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed_tokens" not in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]},
+                              {"params": other, "weight_decay": 0.0}],
+                             lr=TRAIN["lr"], betas=TRAIN["betas"], eps=1e-8)
+
+
+@torch.no_grad()
+def evaluate(model, sequences, unused, budget):
+    model.eval()
+    total, count = 0.0, 0
+    for batch in make_batches([len(s) for s in sequences], budget, random.Random(0)):
+        inputs, targets = collate([sequences[i] for i in batch], 0)
+        loss, n = full_vocab_loss(model, inputs, targets, unused)
+        total += float(loss) * n
+        count += n
+    model.train()
+    return total / count
+
+
+def train(sequences, held_out, vocab_size, log):
+    unused = VOCAB_SIZE - vocab_size
+    torch.manual_seed(TRAIN["seed"])
+    model = Qwen2ForCausalLM(qwen2_config(vocab_size, "sdpa_entropy"))
+    model.train()
+    opt = optimizer(model)
+    rng = random.Random(TRAIN["seed"])
+    lengths = [len(s) for s in sequences]
+    plan = [b for _ in range(TRAIN["epochs"]) for b in make_batches(lengths, TRAIN["batch_tokens"], rng)]
+    log(f"training: {len(sequences)} episodes, {sum(lengths)} tokens, {len(plan)} steps, "
+        f"compact vocabulary {vocab_size}, {sum(p.numel() for p in model.parameters())} parameters")
+    start, cpu_start, seen, window = time.time(), time.process_time(), 0, []
+    for step, batch in enumerate(plan):
+        for group in opt.param_groups:
+            group["lr"] = learning_rate(step, len(plan))
+        inputs, targets = collate([sequences[i] for i in batch], 0)
+        rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
+        set_entropy_rows(model, rows)
+        loss, n = full_vocab_loss(model, inputs, targets, unused)
+        entropy = mean_entropy(model, rows, targets)
+        opt.zero_grad(set_to_none=True)
+        (loss + TRAIN["entropy_weight"] * entropy).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["grad_clip"])
+        opt.step()
+        seen += n
+        window.append((loss.item(), entropy.item()))
+        if (step + 1) % TRAIN["log_every"] == 0 or step + 1 == len(plan):
+            log(f"step {step + 1:4d}/{len(plan)}  loss {sum(w[0] for w in window) / len(window):.4f}  "
+                f"attention entropy {sum(w[1] for w in window) / len(window):.3f}  "
+                f"lr {learning_rate(step, len(plan)):.2e}  tokens {seen}  {time.time() - start:.0f} s "
+                f"(CPU {time.process_time() - cpu_start:.0f} s)")
+            window = []
+        if (step + 1) % TRAIN["eval_every"] == 0:
+            log(f"step {step + 1:4d}  held-out loss (agent-450) {evaluate(model, held_out, unused, 8192):.4f}")
+    return model
+
+
+# ---- export -----------------------------------------------------------------------
+
+def published_config():
+    """config.json as the published Qwen2.5 checkpoints spell it
+    (transformers 4 style: top-level rope_theta and torch_dtype)."""
+    arch = ARCHITECTURE
+    return {
+        "architectures": ["Qwen2ForCausalLM"],
+        "attention_dropout": 0.0,
+        "bos_token_id": ENDOFTEXT,
+        "eos_token_id": IM_END,
+        "hidden_act": arch["hidden_act"],
+        "hidden_size": arch["hidden_size"],
+        "initializer_range": arch["initializer_range"],
+        "intermediate_size": arch["intermediate_size"],
+        "max_position_embeddings": arch["max_position_embeddings"],
+        "max_window_layers": arch["num_hidden_layers"],
+        "model_type": "qwen2",
+        "num_attention_heads": arch["num_attention_heads"],
+        "num_hidden_layers": arch["num_hidden_layers"],
+        "num_key_value_heads": arch["num_key_value_heads"],
+        "rms_norm_eps": arch["rms_norm_eps"],
+        "rope_theta": arch["rope_theta"],
+        "sliding_window": arch["max_position_embeddings"],
+        "tie_word_embeddings": arch["tie_word_embeddings"],
+        "torch_dtype": "bfloat16",
+        "transformers_version": transformers.__version__,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": VOCAB_SIZE,
+    }
+
+
+def generation_config():
+    """Greedy decoding; stops at <|im_end|> or <|endoftext|> like Qwen2.5-Instruct."""
+    return {"bos_token_id": ENDOFTEXT, "do_sample": False, "eos_token_id": [IM_END, ENDOFTEXT],
+            "pad_token_id": ENDOFTEXT, "transformers_version": transformers.__version__}
+
+
+def export(model, vocab, out):
+    """BF16 weights with the compact embedding rows scattered into the full
+    matrix (all other rows exactly zero); tied, so no lm_head.weight."""
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue
+        if name == "model.embed_tokens.weight":
+            full = torch.zeros(VOCAB_SIZE, tensor.shape[1], dtype=tensor.dtype)
+            full[torch.tensor(vocab, dtype=torch.long)] = tensor
+            tensor = full
+        state[name] = tensor.to(torch.bfloat16).contiguous()
+    save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    write_text(os.path.join(out, "config.json"), json.dumps(published_config(), indent=2) + "\n")
+    write_text(os.path.join(out, "generation_config.json"), json.dumps(generation_config(), indent=2) + "\n")
+
+
+@torch.no_grad()
+def measure(out, named_sets, log):
+    """The exported checkpoint as transformers loads it (BF16 weights,
+    float32 compute), over the full vocabulary: mean loss of whole sequences
+    and of the continuation tokens; probe answers under teacher forcing
+    (tokens whose argmax is right, answers right in every token); and how
+    often the argmax is an id outside the compact vocabulary (a zero row).
+    The logits are the tied LM head, 256 positions at a time."""
+    model = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="sdpa")
+    model.eval()
+    head = model.get_output_embeddings().weight
+    used = head.abs().sum(1) > 0
+    results = {}
+    for name, items in named_sets.items():
+        nll_sum = cont_sum = 0.0
+        count = cont_count = unused_argmax = answer_tokens = answer_hits = answers = answers_right = 0
+        for item in items:
+            ids = torch.tensor(item["ids"])
+            hidden = model.model(input_ids=ids[None, :-1]).last_hidden_state[0]
+            nll, argmax = [], []
+            for chunk, target in zip(hidden.split(256), ids[1:].split(256)):
+                logits = chunk @ head.t()
+                nll.append(torch.nn.functional.cross_entropy(logits, target, reduction="none"))
+                argmax.append(logits.argmax(-1))
+            nll, argmax = torch.cat(nll), torch.cat(argmax)  # position p predicts token p + 1
+            begin, end = item["continuation"]
+            nll_sum += float(nll.sum())
+            count += nll.numel()
+            cont_sum += float(nll[begin - 1:end - 1].sum())
+            cont_count += end - begin
+            unused_argmax += int((~used[argmax]).sum())
+            for begin, end in item["answers"]:
+                hits = argmax[begin - 1:end - 1] == ids[begin:end]
+                answer_tokens += end - begin
+                answer_hits += int(hits.sum())
+                answers += 1
+                answers_right += int(hits.all())
+        results[name] = dict(loss=nll_sum / count, tokens=count, continuation_loss=cont_sum / cont_count,
+                             answer_token_accuracy=answer_hits / answer_tokens,
+                             answers_right=answers_right, answers=answers, unused_argmax=unused_argmax)
+        log(f"{name}: loss {nll_sum / count:.4f} ({count} tokens), continuation {cont_sum / cont_count:.4f} "
+            f"({cont_count} tokens), probe answers {answers_right}/{answers} right "
+            f"({100 * answer_hits / answer_tokens:.1f}% of their tokens), argmax on an unused id: {unused_argmax}")
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.path.join(HERE, "qwen2-tiny"))
+    parser.add_argument("--work", help="keep the generated corpus here (default: a temporary folder)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--log", help="also write the log to this file")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
+    log_file = open(args.log, "w", encoding="utf-8") if args.log else None
+
+    def log(line):
+        print(line, flush=True)
+        if log_file:
+            log_file.write(line + "\n")
+            log_file.flush()
+
+    os.makedirs(args.out, exist_ok=True)
+    write_tokenizer(args.out)
+    encoder = Encoder(args.out)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work or tmp
+        os.makedirs(work, exist_ok=True)
+        begin = time.time()
+        corpora = [encode_file(encoder, path, seed) for path, (_, _, seed) in zip(make_corpora(work), CORPORA)]
+        held = [encode_file(encoder, path, 0) for path in HELD_OUT]
+        log(f"corpus generated and tokenised in {time.time() - begin:.0f} s")
+    train_items = [item for items in corpora for item in items]
+    vocab = sorted({i for items in corpora + held for item in items for i in item["ids"]})
+    index = {token: k for k, token in enumerate(vocab)}
+    compact = [[index[i] for i in item["ids"]] for item in train_items]
+    compact_held = [[index[i] for i in item["ids"]] for item in held[0]]
+    begin, cpu_begin = time.time(), time.process_time()
+    model = train(compact, compact_held, len(vocab), log)
+    log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
+        f"on {args.threads} threads)")
+    export(model, vocab, args.out)
+    sample = random.Random(0).sample(train_items, 24)
+    measure(args.out, {"train (24 episodes)": sample, "held-out agent-450": held[0],
+                       "held-out agent-1700": held[1]}, log)
+    if log_file:
+        log_file.close()
+
+
+if __name__ == "__main__":
+    main()
