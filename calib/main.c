@@ -35,6 +35,10 @@ static void print_usage(FILE *out) {
   for (int i = 0; i < n_commands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(out,
           "\n"
+          "Example (the shipped demo checkpoint and traces, a few seconds):\n"
+          "  " MD_PROGRAM " run --model data/models/qwen2-tiny \\\n"
+          "      --traces data/traces/agent-450.jsonl -o memdecay.json\n"
+          "\n"
           "Run '" MD_PROGRAM " COMMAND --help' for a command's options.\n"
           "Options: -h, --help  this text;  -V, --version  the version.\n"
           "Manual: man memdecay-calibrate (or man -l man/memdecay-calibrate.1).\n");
