@@ -63,7 +63,7 @@ static void print_help(FILE *out) {
       "inconsistent run directory), 3 output or internal failure.\n"
       "\n"
       "Example:\n"
-      "  " MD_PROGRAM " extract memdecay.run -o events.csv --plot attention.png\n"
+      "  " MD_PROGRAM " extract memdecay.run/run -o events.csv --plot attention.png\n"
       "  " MD_PROGRAM " fit events.csv --calibration events.calibration.json -o memdecay.json\n"
       "\n"
       "Manual: man memdecay-calibrate, memdecay-events(5), memdecay-calibration(5).\n",

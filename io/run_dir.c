@@ -188,9 +188,17 @@ static md_status check_dir(const char *dir, const char *json_path, md_error *err
   if (!S_ISDIR(st.st_mode))
     return md_fail(err, MD_E_FORMAT, "%s: not a directory (expected a run directory written by "
                    "memdecay-calibrate collect)", dir);
-  if (stat(json_path, &st) != 0 && errno == ENOENT)
+  if (stat(json_path, &st) != 0 && errno == ENOENT) {
+    /* `run` keeps its run directory in WORKDIR/run: name it when that is what was given. */
+    char *inner = md_run_path(dir, "run", "run", ".json");
+    bool workdir = inner && stat(inner, &st) == 0;
+    free(inner);
+    if (workdir)
+      return md_fail(err, MD_E_FORMAT, "%s: missing: %s is the work directory of 'run'; its run "
+                     "directory is %s/run", json_path, dir, dir);
     return md_fail(err, MD_E_FORMAT, "%s: missing: not a run directory, or its collection has "
                    "not completed a first episode", json_path);
+  }
   return MD_OK;
 }
 

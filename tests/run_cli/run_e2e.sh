@@ -8,7 +8,8 @@
 #    events byte for byte, and the same sidecar but for the
 #    paths; fit on the work directory's files gives the same config;
 #  - run again: refused without --resume (the config untouched); with
-#    --resume the same config again.
+#    --resume the same config again;
+#  - extract given the work directory instead of its run/ says which to give.
 #   run_e2e.sh PROGRAM JSON_CHECK TRACES SCRATCH
 set -u
 program=$1 json_check=$2 traces=$3 s=$4
@@ -53,4 +54,8 @@ cmp "$s/m.json" "$s/first.json" || fail "the refused run changed the config"
   fail "resume: $(cat "$s/err3")"
 [ -s "$s/err3" ] && fail "--quiet printed: $(cat "$s/err3")"
 cmp "$s/m.json" "$s/first.json" || fail "resuming a finished run changed the config"
+# extract given the work directory instead of its run/ names the right one.
+"$program" extract "$s/m.run" -o "$s/wrong.csv" -q 2>"$s/err4" && fail "extract on the work directory succeeded"
+grep -q "m.run is the work directory of 'run'; its run directory is .*m.run/run" "$s/err4" ||
+  fail "work directory message: $(cat "$s/err4")"
 echo "run_e2e: ok"
