@@ -136,6 +136,7 @@ static int read_inputs(md_fit_job *job, md_priors *priors, md_calibration *calib
 static int fit_and_write(md_fit_job *job, const md_events *events) {
   md_error err = {0};
   md_fit_results results;
+  job->settings.drop_curves = !job->km_csv && !job->plot;
   md_status status = md_fit_all(events, &job->settings, &results, &err);
   if (status != MD_OK) return md_cli_report(&err);
   char *json = NULL;

@@ -87,6 +87,12 @@ static md_status fit_km_part(md_region_fit *fit, const md_fit_settings *settings
     fit->km.median = fit->km.median_ci[0] = fit->km.median_ci[1] = NAN;
     return soft_failure(status, &local, fit->name, "the Kaplan-Meier estimate", warnings, err);
   }
+  if (settings->drop_curves) {
+    md_km_curve kept = {.median = fit->km.median,
+                        .median_ci = {fit->km.median_ci[0], fit->km.median_ci[1]}};
+    md_km_curve_free(&fit->km);
+    fit->km = kept;
+  }
   if (isnan(fit->km.median)) {
     return md_warnings_add(warnings, err,
                            "regions.%s: the Kaplan-Meier curve stays above 0.5: the median "

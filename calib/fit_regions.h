@@ -37,6 +37,11 @@ typedef struct md_fit_settings {
    * in messages. */
   const md_calibration *calibration;
   const char *calibration_path;
+  /* Keep only each region's Kaplan-Meier median and its interval, freeing
+   * the curve as soon as they are known: the curves (one row per distinct
+   * time, 64 bytes a row) are what --km-csv and --plot need, and with
+   * continuous times they hold as many rows as the input. */
+  bool drop_curves;
 } md_fit_settings;
 
 /* Whether `region` is pinned: the defaults (system), then the priors file,
