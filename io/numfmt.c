@@ -1,5 +1,6 @@
 #include "io/numfmt.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,12 +10,25 @@
 const char *md_format_shortest(char out[MD_NUMBER_TEXT_MAX], double value) {
   out[0] = '\0';
   if (!isfinite(value)) return out;
+  double magnitude = fabs(value);
+  /* Whole numbers below 1e15 are exactly their digits. */
+  if (magnitude < 1e15 && value == trunc(value)) {
+    snprintf(out, MD_NUMBER_TEXT_MAX, "%.0f", value);
+    return out;
+  }
   /* %g turns to exponent form once the exponent reaches the precision; keep
    * plain digits for values up to 1e17 (30, not 3e+01). */
   int min_precision = 1;
-  double magnitude = fabs(value);
   if (magnitude >= 1.0 && magnitude < 1e17) min_precision = (int)floor(log10(magnitude)) + 1;
-  for (int precision = min_precision; precision <= 17; precision++) {
+  /* The search starts at 15 digits: when fewer digits round-trip, the
+   * nearest 15-digit decimal is that shorter decimal padded with zeros
+   * (it lies within half an ulp of the value, 1.1e-16 relative, and 15-digit
+   * decimals are at least 1e-15 relative apart), which %g prints without
+   * the zeros: the same text as the shortest precision, in 1 to 3 tries
+   * instead of up to 17. Subnormals have fewer significant bits, so there
+   * the argument fails: they are searched from the start. */
+  int first = magnitude < DBL_MIN || min_precision > 15 ? min_precision : 15;
+  for (int precision = first; precision <= 17; precision++) {
     snprintf(out, MD_NUMBER_TEXT_MAX, "%.*g", precision, value);
     if (strtod(out, NULL) == value) break;
   }

@@ -4,6 +4,7 @@
  * inputs themselves (a round trip) or written out by hand below. */
 #include <jansson.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,38 @@ static void test_shortest(void) {
   CHECK(!strcmp(md_format_shortest(text, 1e-300), "1e-300"));
   CHECK(!strcmp(md_format_shortest(text, NAN), ""));
   CHECK(!strcmp(md_format_shortest(text, INFINITY), ""));
+  CHECK(!strcmp(md_format_shortest(text, -0.0), "-0"));
+  CHECK(!strcmp(md_format_shortest(text, 1e16), "10000000000000000"));
+  CHECK(!strcmp(md_format_shortest(text, 4.9406564584124654e-324), "5e-324"));
+  /* Against the definition, by brute force: the fewest digits (from the
+   * number of integer digits up, %g style) that read back to the value, on
+   * values of every kind (random bit patterns, including subnormals; ratios;
+   * decimals; values near powers of ten). */
+  uint64_t state = 0x9e3779b97f4a7c15u;
+  int mismatches = 0;
+  for (int i = 0; i < 200000; i++) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    double v;
+    switch (i % 5) {
+      case 0: memcpy(&v, &state, sizeof v); break;
+      case 1: v = (double)(state % 100000) / (double)(1 + (state >> 40) % 997); break;
+      case 2: v = (double)(state % 10000000) * 1e-4; break;
+      case 3: v = ldexp((double)(state >> 11), -(int)(state % 1100)); break;
+      default: v = nextafter(pow(10.0, (double)(state % 40) - 20), (state & 1) ? 0.0 : 1e300); break;
+    }
+    char want[MD_NUMBER_TEXT_MAX] = "";
+    if (isfinite(v)) {
+      double magnitude = fabs(v);
+      int precision = magnitude >= 1.0 && magnitude < 1e17 ? (int)floor(log10(magnitude)) + 1 : 1;
+      for (; precision <= 17; precision++) {
+        snprintf(want, sizeof want, "%.*g", precision, v);
+        if (strtod(want, NULL) == v) break;
+      }
+    }
+    if (strcmp(md_format_shortest(text, v), want) && mismatches++ < 5)
+      CHECK_MSG(0, "%.17g: got %s, want %s", v, text, want);
+  }
+  CHECK_MSG(mismatches == 0, "%d values formatted unlike the brute-force definition", mismatches);
   /* Numbers inside strings stay; reals stay reals; integers stay. */
   char json[] = "{\"a\": 0.90000000000000002, \"b\": \"0.90000000000000002\", \"c\": 12, "
                 "\"d\": 3.0, \"e\": -1.0000000000000001e-05, \"f\": [2.5, \"x\\\"1.50\"]}";
