@@ -33,21 +33,51 @@ static bool previous_event_time(const md_surv_table *table, size_t *row, double 
   return false;
 }
 
-/* Adds one event time's terms to E and V; at_risk[] and events[] per group. */
-static void accumulate_time(md_logrank_result *r, const double *at_risk, const double *events) {
-  size_t G = r->n_groups;
-  double n = 0.0, d = 0.0;
+/* The sums over event times t (d events among n at risk; group k with a_k
+ * at risk), with f = d (n - d) / (n (n - 1)) (0 when n <= 1):
+ *   E_k  = sum d a_k / n                           (summed directly)
+ *   V_jk = -sum (f / n) a_j a_k           (j != k)
+ *   V_kk = sum f a_k (n - a_k) / n = -sum over j != k of V_jk
+ * (each row of V sums to 0). a_k only changes at the times where group k
+ * has rows, so instead of G^2 terms at every event time (the direct form)
+ * the running total Q = sum f / n is kept and each product a_j a_k is
+ * charged the growth of Q since either factor last changed: when a_j or
+ * a_k changes, and at the end. That is O(G) work per change of a group
+ * instead of O(G^2) per event time. The diagonal is the row sum, which is
+ * a sum of like-signed terms and exactly 0 where R's is (a group never at
+ * risk beside another). */
+typedef struct lazy_sums {
+  size_t G;
+  double Q;        /* running sum of f / n over the event times swept */
+  double *at_risk; /* [G] a_k now */
+  double *q_mark;  /* [G * G] Q when a_j a_k last changed (j < k) */
+} lazy_sums;
+
+/* Charges the products a_j a_k (k != j) for the growth of Q since they
+ * last changed, before a_j changes. V's upper triangle holds them. */
+static void charge_group(lazy_sums *z, md_logrank_result *r, size_t j) {
+  size_t G = z->G;
+  double aj = z->at_risk[j];
   for (size_t k = 0; k < G; k++) {
-    n += at_risk[k];
-    d += events[k];
+    if (k == j) continue;
+    size_t lo = j < k ? j : k, hi = j < k ? k : j;
+    double *mark = &z->q_mark[lo * G + hi];
+    r->variance[lo * G + hi] -= aj * z->at_risk[k] * (z->Q - *mark);
+    *mark = z->Q;
   }
-  if (d <= 0.0) return;
-  for (size_t k = 0; k < G; k++) r->expected[k] += d * at_risk[k] / n;
-  if (n <= 1.0) return; /* one subject at risk: no variance */
-  double factor = d * (n - d) / (n * (n - 1.0));
+}
+
+/* V from its upper triangle: the lower mirrors it, the diagonal is minus
+ * the sum of the rest of its row. */
+static void complete_variance(md_logrank_result *r) {
+  size_t G = r->n_groups;
+  for (size_t j = 0; j < G; j++)
+    for (size_t k = 0; k < j; k++) r->variance[j * G + k] = r->variance[k * G + j];
   for (size_t j = 0; j < G; j++) {
-    double term = factor * at_risk[j];
-    for (size_t k = 0; k < G; k++) r->variance[j * G + k] += term * ((j == k) - at_risk[k] / n);
+    double row = 0.0;
+    for (size_t k = 0; k < G; k++)
+      if (k != j) row += r->variance[j * G + k];
+    r->variance[j * G + j] = -row;
   }
 }
 
@@ -57,10 +87,11 @@ static md_status sweep_groups(md_risk_sweep *sweeps, md_logrank_result *r, md_er
   size_t G = r->n_groups;
   size_t *row = malloc(G * sizeof *row);
   double *next_time = malloc(G * sizeof *next_time);
-  double *at_risk = malloc(G * sizeof *at_risk), *events = malloc(G * sizeof *events);
+  double *events = malloc(G * sizeof *events);
   bool *has_next = malloc(G * sizeof *has_next);
+  lazy_sums z = {.G = G, .at_risk = calloc(G, sizeof(double)), .q_mark = calloc(G * G, sizeof(double))};
   md_status status = MD_OK;
-  if (!row || !next_time || !at_risk || !events || !has_next) {
+  if (!row || !next_time || !events || !has_next || !z.at_risk || !z.q_mark) {
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
   } else {
     for (size_t k = 0; k < G; k++) {
@@ -73,20 +104,33 @@ static md_status sweep_groups(md_risk_sweep *sweeps, md_logrank_result *r, md_er
       for (size_t k = 0; k < G; k++)
         if (has_next[k] && next_time[k] > t) t = next_time[k];
       if (t == -INFINITY) break;
+      double n = 0.0, d = 0.0;
       for (size_t k = 0; k < G; k++) {
-        at_risk[k] = md_risk_sweep_to(&sweeps[k], t, &events[k], NULL);
+        double a = md_risk_sweep_to(&sweeps[k], t, &events[k], NULL);
+        if (a != z.at_risk[k]) {
+          charge_group(&z, r, k);
+          z.at_risk[k] = a;
+        }
+        n += a;
+        d += events[k];
         r->observed[k] += events[k];
         if (has_next[k] && next_time[k] == t)
           has_next[k] = previous_event_time(sweeps[k].table, &row[k], &next_time[k]);
       }
-      accumulate_time(r, at_risk, events);
+      if (d <= 0.0) continue;
+      for (size_t k = 0; k < G; k++) r->expected[k] += d * z.at_risk[k] / n;
+      if (n > 1.0) /* one subject at risk: no variance */
+        z.Q += d * (n - d) / (n * (n - 1.0)) / n;
     }
+    for (size_t k = 0; k < G; k++) charge_group(&z, r, k);
+    complete_variance(r);
   }
   free(row);
   free(next_time);
-  free(at_risk);
   free(events);
   free(has_next);
+  free(z.at_risk);
+  free(z.q_mark);
   return status;
 }
 
