@@ -10,6 +10,7 @@
 
 #include "collector/qwen2_model.h"
 #include "io/tensor.h"
+#include "tests/test_util.h"
 
 /* "<MD_SOURCE_ROOT>/tests/checkpoint/<relative>" */
 static inline void fixture_path(char *buf, size_t size, const char *relative) {
@@ -81,6 +82,40 @@ static inline const md_tensor *weight_named(const md_qwen2_weights *weights, int
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(rest, table[i].suffix)) return table[i].tensor;
   return NULL;
+}
+
+/* Every field of `config` against the reference's values (reference.json).
+ * Used by the config and model tests. */
+static inline void check_config_fields(const md_qwen2_config *config, json_t *want,
+                                       const char *label) {
+  const struct {
+    const char *field;
+    int got;
+  } ints[] = {
+      {"hidden_size", config->hidden_size},
+      {"intermediate_size", config->intermediate_size},
+      {"num_hidden_layers", config->num_hidden_layers},
+      {"num_attention_heads", config->num_attention_heads},
+      {"num_key_value_heads", config->num_key_value_heads},
+      {"head_dim", config->head_dim},
+      {"vocab_size", config->vocab_size},
+      {"max_position_embeddings", config->max_position_embeddings},
+  };
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+    CHECK_MSG(ints[i].got == json_integer_value(json_object_get(want, ints[i].field)),
+              "%s: %s = %d", label, ints[i].field, ints[i].got);
+  CHECK_MSG(config->rms_norm_eps == json_number_value(json_object_get(want, "rms_norm_eps")),
+            "%s: rms_norm_eps %.17g", label, config->rms_norm_eps);
+  CHECK_MSG(config->rope_theta == json_number_value(json_object_get(want, "rope_theta")),
+            "%s: rope_theta %.17g", label, config->rope_theta);
+  CHECK_MSG(config->tie_word_embeddings ==
+                json_is_true(json_object_get(want, "tie_word_embeddings")),
+            "%s: tie_word_embeddings", label);
+  CHECK_MSG(!strcmp(config->torch_dtype, json_string_value(json_object_get(want, "torch_dtype"))),
+            "%s: torch_dtype '%s'", label, config->torch_dtype);
+  CHECK_MSG(!strcmp(config->config_sha256,
+                    json_string_value(json_object_get(want, "config_sha256"))),
+            "%s: sha256 %s", label, config->config_sha256);
 }
 
 #endif

@@ -11,38 +11,6 @@
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 
-static void check_config(const md_qwen2_config *config, json_t *want, const char *label) {
-  const struct {
-    const char *field;
-    int got;
-  } ints[] = {
-      {"hidden_size", config->hidden_size},
-      {"intermediate_size", config->intermediate_size},
-      {"num_hidden_layers", config->num_hidden_layers},
-      {"num_attention_heads", config->num_attention_heads},
-      {"num_key_value_heads", config->num_key_value_heads},
-      {"head_dim", config->head_dim},
-      {"vocab_size", config->vocab_size},
-      {"max_position_embeddings", config->max_position_embeddings},
-  };
-  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-    CHECK_MSG(ints[i].got == json_integer_value(json_object_get(want, ints[i].field)),
-              "%s: %s = %d", label, ints[i].field, ints[i].got);
-  CHECK_MSG(config->rms_norm_eps == json_number_value(json_object_get(want, "rms_norm_eps")),
-            "%s: rms_norm_eps %.17g", label, config->rms_norm_eps);
-  CHECK_MSG(config->rope_theta == json_number_value(json_object_get(want, "rope_theta")),
-            "%s: rope_theta %.17g", label, config->rope_theta);
-  CHECK_MSG(config->tie_word_embeddings ==
-                json_is_true(json_object_get(want, "tie_word_embeddings")),
-            "%s: tie_word_embeddings", label);
-  CHECK_MSG(!strcmp(config->torch_dtype,
-                    json_string_value(json_object_get(want, "torch_dtype"))),
-            "%s: torch_dtype %s", label, config->torch_dtype);
-  CHECK_MSG(!strcmp(config->config_sha256,
-                    json_string_value(json_object_get(want, "config_sha256"))),
-            "%s: config_sha256 %s", label, config->config_sha256);
-}
-
 /* Every tensor the model uses has the dtype and shape safetensors reports. */
 static void check_tensors(const md_qwen2_weights *weights, int layers, json_t *tensors,
                           bool tied, const char *label) {
@@ -101,7 +69,7 @@ static void check_checkpoint(const char *label, json_t *want) {
   if (status != MD_OK) return;
   const md_qwen2_config *config = md_qwen2_model_config(model);
   const md_qwen2_weights *weights = md_qwen2_model_weights(model);
-  check_config(config, json_object_get(want, "config"), label);
+  check_config_fields(config, json_object_get(want, "config"), label);
   CHECK_MSG(!strcmp(md_dtype_name(weights->dtype),
                     json_string_value(json_object_get(want, "dtype"))),
             "%s: dtype %s", label, md_dtype_name(weights->dtype));
