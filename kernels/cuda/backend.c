@@ -516,38 +516,35 @@ static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, con
                    s->capacity, pos0, c->capturing ? c->step_pos_dev : NULL, n);
 }
 
-static void cuda_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
+/* swiglu (gate = silu(gate) * up) and add (x += y): in place on `out`, with
+ * `in` read; recorded, checked and launched alike. */
+typedef void (*elementwise_fn)(md_cuda_ctx *ctx, float *out, const float *in, size_t count);
+
+static void elementwise(md_kernels *k, md_cuda_op_kind kind, const char *name, const char *out_name,
+                        const char *in_name, elementwise_fn launch, md_kbuf *out,
+                        const md_kbuf *in, size_t count) {
   md_cuda_kernels *c = md_cuda_of(k);
   if (c->logging) {
     md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_SWIGLU);
-    op.out = gate;
-    op.in = up;
+    md_cuda_op_init(&op, kind);
+    op.out = out;
+    op.in = in;
     op.count = count;
     if (md_cuda_log(c, &op)) return;
   }
-  if (!md_cuda_fits(c, "swiglu", "gate", gate, count) || !md_cuda_fits(c, "swiglu", "up", up, count) ||
+  if (!md_cuda_fits(c, name, out_name, out, count) || !md_cuda_fits(c, name, in_name, in, count) ||
       !md_cuda_enter(c))
     return;
-  md_cuda_guard_write(c, gate);
-  md_cuda_swiglu(&c->ctx, gate->data, up->data, count);
+  md_cuda_guard_write(c, out);
+  launch(&c->ctx, out->data, in->data, count);
+}
+
+static void cuda_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
+  elementwise(k, MD_CUDA_OP_SWIGLU, "swiglu", "gate", "up", md_cuda_swiglu, gate, up, count);
 }
 
 static void cuda_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) {
-  md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_ADD);
-    op.out = x;
-    op.in = y;
-    op.count = count;
-    if (md_cuda_log(c, &op)) return;
-  }
-  if (!md_cuda_fits(c, "add", "x", x, count) || !md_cuda_fits(c, "add", "y", y, count) ||
-      !md_cuda_enter(c))
-    return;
-  md_cuda_guard_write(c, x);
-  md_cuda_add(&c->ctx, x->data, y->data, count);
+  elementwise(k, MD_CUDA_OP_ADD, "add", "x", "y", md_cuda_add, x, y, count);
 }
 
 static void cuda_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
