@@ -8,7 +8,7 @@
 #include "calib/cli.h"
 #include "calib/extract_job.h"
 #include "calib/extract_options.h"
-#include "io/plot.h"
+#include "calib/fit_options.h"
 #include "md_build_config.h"
 
 static void print_help(FILE *out) {
@@ -93,13 +93,7 @@ static int take_option(int code, const char *value, const char *arg, extract_opt
     case 'o': job->events_path = value; return -1;
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
     case OPT_ALLOW_INCOMPLETE: job->allow_incomplete = true; return -1;
-    case OPT_PLOT: {
-      md_error err = {0};
-      if (md_plot_check_path(value, &err) != MD_OK)
-        return md_cli_usage_error("extract", "--plot: %s", err.message);
-      job->plot = value;
-      return -1;
-    }
+    case OPT_PLOT: return md_fit_option_plot("extract", value, &job->plot);
     case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
     case 'q': job->quiet = true; return -1;

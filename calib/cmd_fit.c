@@ -3,12 +3,10 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "calib/cli.h"
 #include "calib/fit_job.h"
-#include "io/plot.h"
-#include "io/regions.h"
+#include "calib/fit_options.h"
 #include "md_build_config.h"
 
 typedef struct fit_options {
@@ -103,37 +101,15 @@ static int take_option(int code, const char *value, const char *arg, fit_options
   md_fit_job *job = &options->job;
   switch (code) {
     case 'o': job->output = value; return -1;
-    case OPT_LEVEL:
-      if (!md_cli_parse_double(value, 0.0, 1.0, &job->settings.level) ||
-          job->settings.level <= 0.0 || job->settings.level >= 1.0) {
-        return md_cli_usage_error("fit", "--level must be a number between 0 and 1, got '%s'",
-                                  value);
-      }
-      return -1;
-    case OPT_BAND:
-      if (!md_km_band_parse(value, &job->settings.band)) {
-        return md_cli_usage_error("fit", "--band must be log, log-log or plain, got '%s'", value);
-      }
-      return -1;
+    case OPT_LEVEL: return md_fit_option_level("fit", value, &job->settings);
+    case OPT_BAND: return md_fit_option_band("fit", value, &job->settings);
     case OPT_PIN:
     case OPT_NO_PIN:
-      if (!md_region_name_valid(value, strlen(value))) {
-        return md_cli_usage_error("fit", "'%s' is not a region name ([a-z][a-z0-9_]*)", value);
-      }
-      options->pins[job->settings.n_pins++] =
-          (md_pin_override){.region = value, .pinned = code == OPT_PIN};
-      return -1;
+      return md_fit_option_pin("fit", value, code == OPT_PIN, &job->settings, options->pins);
     case OPT_PRIORS: job->priors_path = value; return -1;
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
     case OPT_KM_CSV: job->km_csv = value; return -1;
-    case OPT_PLOT: {
-      md_error err = {0};
-      if (md_plot_check_path(value, &err) != MD_OK) {
-        return md_cli_usage_error("fit", "--plot: %s", err.message);
-      }
-      job->plot = value;
-      return -1;
-    }
+    case OPT_PLOT: return md_fit_option_plot("fit", value, &job->plot);
     case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
     case 'q': job->quiet = true; return -1;

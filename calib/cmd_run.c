@@ -22,9 +22,9 @@
 #include "calib/extract_job.h"
 #include "calib/extract_options.h"
 #include "calib/fit_job.h"
+#include "calib/fit_options.h"
 #include "calib/progress.h"
 #include "collector/collect.h"
-#include "io/plot.h"
 #include "io/priors.h"
 #include "md_build_config.h"
 
@@ -162,23 +162,10 @@ static void long_options(struct option *o) {
 
 static int fit_option(int code, const char *value, run_options *r) {
   md_fit_settings *settings = &r->fit.settings;
-  md_error err = {0};
   switch (code) {
-    case OPT_LEVEL:
-      if (!md_cli_parse_double(value, 0.0, 1.0, &settings->level) || settings->level <= 0 ||
-          settings->level >= 1)
-        return md_cli_usage_error(command, "--level must be a number between 0 and 1, got '%s'",
-                                  value);
-      return -1;
-    case OPT_BAND:
-      if (!md_km_band_parse(value, &settings->band))
-        return md_cli_usage_error(command, "--band must be log, log-log or plain, got '%s'", value);
-      return -1;
-    case OPT_PLOT:
-      if (md_plot_check_path(value, &err) != MD_OK)
-        return md_cli_usage_error(command, "--plot: %s", err.message);
-      r->fit.plot = value;
-      return -1;
+    case OPT_LEVEL: return md_fit_option_level(command, value, settings);
+    case OPT_BAND: return md_fit_option_band(command, value, settings);
+    case OPT_PLOT: return md_fit_option_plot(command, value, &r->fit.plot);
     case OPT_KM_CSV: r->fit.km_csv = value; return -1;
     case OPT_PLOT_LOG_TIME: r->fit.plot_log_time = true; return -1;
     case OPT_PRIORS: r->priors_path = value; return -1;

@@ -1,9 +1,7 @@
 #include "calib/extract_options.h"
 
-#include <string.h>
-
 #include "calib/cli.h"
-#include "io/regions.h"
+#include "calib/fit_options.h"
 
 enum { ESTIMAND, TAU, GUARD, EWMA_BETA, QUANTILE, KAPPA_MEMORY, PIN, NO_PIN };
 
@@ -58,11 +56,7 @@ int md_extract_option(int id, const char *value, const char *command, md_extract
       job->norm.memory_bytes = (size_t)number << 20;
       return -1;
     case PIN:
-    case NO_PIN:
-      if (!md_region_name_valid(value, strlen(value)))
-        return md_cli_usage_error(command, "'%s' is not a region name ([a-z][a-z0-9_]*)", value);
-      pins[job->settings.n_pins++] = (md_pin_override){.region = value, .pinned = id == PIN};
-      return -1;
+    case NO_PIN: return md_fit_option_pin(command, value, id == PIN, &job->settings, pins);
     default: return md_cli_usage_error(command, "unknown option");
   }
 }

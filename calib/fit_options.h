@@ -1,0 +1,27 @@
+/* The fit settings that fit, extract and run share on their command lines
+ * (--level, --band, --pin/--no-pin, --plot), with one parser each so that
+ * all three validate them alike. Each returns -1 when the value was taken,
+ * or the exit code after printing a usage error ("memdecay-calibrate
+ * COMMAND: ..."). */
+#ifndef MD_CALIB_FIT_OPTIONS_H
+#define MD_CALIB_FIT_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "calib/fit_regions.h"
+
+/* --level P: a confidence level strictly between 0 and 1. */
+int md_fit_option_level(const char *command, const char *value, md_fit_settings *settings);
+
+/* --band log|log-log|plain. */
+int md_fit_option_band(const char *command, const char *value, md_fit_settings *settings);
+
+/* --pin REGION (pinned true) or --no-pin REGION: appended to `pins`, which
+ * settings->pins points to and which has room for one per argument. */
+int md_fit_option_pin(const char *command, const char *value, bool pinned,
+                      md_fit_settings *settings, md_pin_override *pins);
+
+/* --plot FILE: a figure format we can write, judged by the extension. */
+int md_fit_option_plot(const char *command, const char *value, const char **plot);
+
+#endif
