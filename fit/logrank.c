@@ -47,7 +47,6 @@ static bool previous_event_time(const md_surv_table *table, size_t *row, double 
  * a sum of like-signed terms and exactly 0 where R's is (a group never at
  * risk beside another). */
 typedef struct lazy_sums {
-  size_t G;
   double Q;        /* running sum of f / n over the event times swept */
   double *at_risk; /* [G] a_k now */
   double *q_mark;  /* [G * G] Q when a_j a_k last changed (j < k) */
@@ -56,7 +55,7 @@ typedef struct lazy_sums {
 /* Charges the products a_j a_k (k != j) for the growth of Q since they
  * last changed, before a_j changes. V's upper triangle holds them. */
 static void charge_group(lazy_sums *z, md_logrank_result *r, size_t j) {
-  size_t G = z->G;
+  size_t G = r->n_groups;
   double aj = z->at_risk[j];
   for (size_t k = 0; k < G; k++) {
     if (k == j) continue;
@@ -89,7 +88,7 @@ static md_status sweep_groups(md_risk_sweep *sweeps, md_logrank_result *r, md_er
   double *next_time = malloc(G * sizeof *next_time);
   double *events = malloc(G * sizeof *events);
   bool *has_next = malloc(G * sizeof *has_next);
-  lazy_sums z = {.G = G, .at_risk = calloc(G, sizeof(double)), .q_mark = calloc(G * G, sizeof(double))};
+  lazy_sums z = {.at_risk = calloc(G, sizeof(double)), .q_mark = calloc(G * G, sizeof(double))};
   md_status status = MD_OK;
   if (!row || !next_time || !events || !has_next || !z.at_risk || !z.q_mark) {
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
