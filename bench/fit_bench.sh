@@ -10,9 +10,16 @@
 #
 # Needs a build (.ci/build), /usr/bin/time (Debian package 'time'), taskset
 # (util-linux) and, for part 2, Rscript with the survival package. Not part
-# of CI. Usage: bench/fit_bench.sh [ROWS]   (default 10000000)
+# of CI. Usage: bench/fit_bench.sh [--continuous] [ROWS]   (default 10000000)
+#
+# --continuous: real-valued times (gen_events --continuous 1: a uniform
+# fraction added to every time), almost all distinct: the expensive case,
+# one Kaplan-Meier step and one log-rank time per row, against the same
+# targets. Without it, times are whole decode steps, as extract writes them.
 set -eu
 cd "$(dirname "$0")/.."
+continuous=0
+if [ "${1:-}" = --continuous ]; then continuous=1; shift; fi
 rows=${1:-10000000}
 program=${MD_BUILD_DIR:-build}/calib/memdecay-calibrate
 [ -x "$program" ] || { echo "fit_bench: build first (.ci/build): $program missing" >&2; exit 2; }
@@ -22,8 +29,10 @@ trap 'rm -rf "$work"' EXIT INT TERM
 cc -std=c11 -O2 -o "$work/gen_events" data/events/gen_events.c -lm
 
 tokens=300  # per episode, on average
-"$work/gen_events" --episodes $(( (rows + tokens - 1) / tokens )) --tokens $tokens >"$work/big.csv"
-"$work/gen_events" --episodes $(( (1000000 + tokens - 1) / tokens )) --tokens $tokens >"$work/1m.csv"
+"$work/gen_events" --episodes $(( (rows + tokens - 1) / tokens )) --tokens $tokens \
+  --continuous $continuous >"$work/big.csv"
+"$work/gen_events" --episodes $(( (1000000 + tokens - 1) / tokens )) --tokens $tokens \
+  --continuous $continuous >"$work/1m.csv"
 big_rows=$(( $(wc -l <"$work/big.csv") - 1 ))
 small_rows=$(( $(wc -l <"$work/1m.csv") - 1 ))
 big_mb=$(( $(wc -c <"$work/big.csv") / 1048576 ))
@@ -36,6 +45,7 @@ time_fit() {
 }
 
 echo "fit_bench: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+[ "$continuous" = 1 ] && echo "times: real-valued, almost all distinct (--continuous)"
 set -- $(time_fit "$work/big.csv")
 seconds=$1
 rss_mib=$(( $2 / 1024 ))

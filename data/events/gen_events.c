@@ -11,7 +11,8 @@
  * Deterministic: the same options give the same bytes (splitmix64, no libc
  * random numbers). data/events/demo-events.csv is
  *   gen_events --episodes 24 --tokens 300 --seed 20240611
- * and bench/fit_bench.sh uses it for its 10-million-row file.
+ * and bench/fit_bench.sh uses it for its 10-million-row file
+ * (--continuous 1 for its real-valued-times variant).
  *
  * Standalone C11 (libm only), so that it builds with a bare `cc`. */
 #include <math.h>
@@ -43,6 +44,7 @@ typedef struct options {
   uint64_t seed;
   long window;
   long guard;
+  long continuous; /* 1: a uniform fraction added to every time (real-valued times) */
 } options;
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -72,6 +74,13 @@ static void emit_token(FILE *out, long episode, long pos, const region_law *law,
   double lifetime = ceil(weibull_lifetime(law, state));
   int event = lifetime <= (double)(window - opt->guard);
   long time = event ? (long)lifetime : window;
+  if (opt->continuous) {
+    /* Times measured in real units (milliseconds, say): almost all distinct,
+     * the expensive case for Kaplan-Meier and the log-rank test. */
+    fprintf(out, "ep-%05ld,%ld,%s,%.9f,%d\n", episode, pos, law->name,
+            (double)time + uniform(state), event);
+    return;
+  }
   fprintf(out, "ep-%05ld,%ld,%s,%ld,%d\n", episode, pos, law->name, time, event);
 }
 
@@ -87,7 +96,9 @@ static void emit_episode(FILE *out, long episode, const options *opt, uint64_t *
 
 static int usage(void) {
   fputs("usage: gen_events [--episodes N] [--tokens N] [--seed N] [--window N] [--guard N]\n"
-        "writes an events CSV to standard output\n",
+        "                  [--continuous 0|1]\n"
+        "writes an events CSV to standard output; --continuous 1 adds a uniform fraction\n"
+        "to every time (real-valued, almost all distinct)\n",
         stderr);
   return 2;
 }
@@ -104,6 +115,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seed")) opt.seed = (uint64_t)value;
     else if (!strcmp(argv[i], "--window")) opt.window = value;
     else if (!strcmp(argv[i], "--guard")) opt.guard = value;
+    else if (!strcmp(argv[i], "--continuous") && value <= 1) opt.continuous = value;
     else return usage();
     i++;
   }
