@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -409,9 +410,37 @@ static md_status read_interval(const char *path, const char *field, const json_t
   return MD_OK;
 }
 
+/* Reads an int at `field` (a JSON integer within int's range). */
+static md_status read_int(const char *path, const char *field, const json_t *value, int *out,
+                          md_error *err) {
+  if (value && json_is_integer(value) && json_integer_value(value) >= INT_MIN &&
+      json_integer_value(value) <= INT_MAX) {
+    *out = (int)json_integer_value(value);
+    return MD_OK;
+  }
+  if (!value) return md_fail(err, MD_E_FORMAT, "%s: %s: missing", path, field);
+  if (json_is_integer(value)) {
+    return md_fail(err, MD_E_FORMAT, "%s: %s: %" JSON_INTEGER_FORMAT " is out of range", path,
+                   field, json_integer_value(value));
+  }
+  return md_fail(err, MD_E_FORMAT, "%s: %s: expected an integer, found %s", path, field,
+                 json_is_number(value) ? "a fraction" : json_kind(value));
+}
+
+/* A field only the runtime needs: validated when `strict` (MD_CONFIG_READ_POLICY);
+ * otherwise taken when it is a number and NaN when not, so that `check`
+ * accepts exactly what it always did. */
+static md_status read_runtime_number(const char *path, const char *field, const json_t *value,
+                                     bool null_ok, bool strict, double *out, md_error *err) {
+  if (strict) return read_number(path, field, value, null_ok, out, err);
+  *out = value && json_is_number(value) ? json_number_value(value) : NAN;
+  return MD_OK;
+}
+
 static md_status read_region(const char *path, const char *name, const json_t *value,
-                             md_config_read_region *region, md_error *err) {
+                             bool strict, md_config_read_region *region, md_error *err) {
   char field[160];
+  region->lambda = NAN;
   if (!md_region_name_valid(name, strlen(name))) {
     return md_fail(err, MD_E_FORMAT, "%s: regions: \"%s\" is not a valid region name", path, name);
   }
@@ -436,36 +465,60 @@ static md_status read_region(const char *path, const char *name, const json_t *v
                        err);
   if (status != MD_OK) return status;
   snprintf(field, sizeof field, "regions.%s.half_life_ci", name);
-  return read_interval(path, field, json_object_get(value, "half_life_ci"), region->half_life_ci,
-                       err);
+  status = read_interval(path, field, json_object_get(value, "half_life_ci"), region->half_life_ci,
+                         err);
+  if (status != MD_OK) return status;
+  snprintf(field, sizeof field, "regions.%s.lambda", name);
+  return read_runtime_number(path, field, json_object_get(value, "lambda"), true, strict,
+                             &region->lambda, err);
 }
 
-static md_status read_policy(const char *path, const json_t *policy, md_config_summary *summary,
-                             md_error *err) {
+static md_status read_policy(const char *path, const json_t *policy, bool strict,
+                             md_config_summary *summary, md_error *err) {
   summary->alpha = summary->kappa = NAN;
-  if (!policy || json_is_null(policy)) return MD_OK;
+  summary->page_size = 0;
+  summary->tau = summary->ewma_beta = NAN;
+  if (!strict && (!policy || json_is_null(policy))) return MD_OK;
+  if (!policy) return md_fail(err, MD_E_FORMAT, "%s: policy: missing", path);
   if (!json_is_object(policy)) {
     return md_fail(err, MD_E_FORMAT, "%s: policy: expected an object, found %s", path,
                    json_kind(policy));
   }
+  const json_t *page_size = json_object_get(policy, "page_size");
+  md_status status = MD_OK;
+  if (strict) {
+    status = read_int(path, "policy.page_size", page_size, &summary->page_size, err);
+  } else if (read_int(path, "policy.page_size", page_size, &summary->page_size, NULL) != MD_OK) {
+    summary->page_size = 0;
+  }
+  if (status == MD_OK) {
+    status = read_runtime_number(path, "policy.tau", json_object_get(policy, "tau"), false, strict,
+                                 &summary->tau, err);
+  }
+  if (status == MD_OK) {
+    status = read_runtime_number(path, "policy.ewma_beta", json_object_get(policy, "ewma_beta"),
+                                 false, strict, &summary->ewma_beta, err);
+  }
+  if (status != MD_OK) return status;
   const json_t *alpha = json_object_get(policy, "alpha");
-  if (alpha) {
-    md_status status = read_number(path, "policy.alpha", alpha, true, &summary->alpha, err);
+  if (alpha || strict) {
+    status = read_number(path, "policy.alpha", alpha, true, &summary->alpha, err);
     if (status != MD_OK) return status;
   }
   const json_t *norm = json_object_get(policy, "attention_norm");
-  if (!norm || json_is_null(norm)) return MD_OK;
+  if (strict && !norm) return md_fail(err, MD_E_FORMAT, "%s: policy.attention_norm: missing", path);
+  if (!strict && (!norm || json_is_null(norm))) return MD_OK;
   if (!json_is_object(norm)) {
     return md_fail(err, MD_E_FORMAT, "%s: policy.attention_norm: expected an object, found %s",
                    path, json_kind(norm));
   }
   const json_t *kappa = json_object_get(norm, "kappa");
-  if (!kappa) return MD_OK;
+  if (!kappa && !strict) return MD_OK;
   return read_number(path, "policy.attention_norm.kappa", kappa, true, &summary->kappa, err);
 }
 
-static md_status read_document(const char *path, const json_t *root, md_config_summary *summary,
-                               md_error *err) {
+static md_status read_document(const char *path, const json_t *root, bool strict,
+                               md_config_summary *summary, md_error *err) {
   if (!json_is_object(root)) {
     return md_fail(err, MD_E_FORMAT, "%s: expected a JSON object at the top, found %s", path,
                    json_kind(root));
@@ -494,14 +547,20 @@ static md_status read_document(const char *path, const json_t *root, md_config_s
   const char *name;
   json_t *value;
   json_object_foreach((json_t *)regions, name, value) {
-    md_status status = read_region(path, name, value, &summary->regions[summary->n_regions], err);
+    md_status status =
+        read_region(path, name, value, strict, &summary->regions[summary->n_regions], err);
     summary->n_regions++;
     if (status != MD_OK) return status;
   }
-  return read_policy(path, json_object_get(root, "policy"), summary, err);
+  return read_policy(path, json_object_get(root, "policy"), strict, summary, err);
 }
 
 md_status md_config_read(const char *path, md_config_summary *summary, md_error *err) {
+  return md_config_read_as(path, MD_CONFIG_READ_CHECK, summary, err);
+}
+
+md_status md_config_read_as(const char *path, md_config_read_mode mode,
+                            md_config_summary *summary, md_error *err) {
   memset(summary, 0, sizeof *summary);
   FILE *fp = fopen(path, "rb");
   if (!fp) return md_fail(err, MD_E_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -514,7 +573,7 @@ md_status md_config_read(const char *path, md_config_summary *summary, md_error 
     return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, json_err.line, json_err.column,
                    json_err.text);
   }
-  md_status status = read_document(path, root, summary, err);
+  md_status status = read_document(path, root, mode == MD_CONFIG_READ_POLICY, summary, err);
   json_decref(root);
   if (status != MD_OK) md_config_summary_free(summary);
   return status;

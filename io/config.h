@@ -13,8 +13,9 @@
  * (by convention they start with the same "regions.NAME:", "tests.logrank:"
  * or "policy:").
  *
- * The reader is what `check` needs: it validates the structure and returns
- * the comparable quantities; JSON syntax errors carry line and column. */
+ * The reader serves `check` (the comparable quantities) and the reference
+ * runtime (runtime/policy.h: the policy constants and each region's lambda);
+ * JSON syntax errors carry line and column. */
 #ifndef MD_IO_CONFIG_H
 #define MD_IO_CONFIG_H
 
@@ -156,7 +157,7 @@ void md_config_policy_defaults(md_config_policy *policy);
 /* Serialises `config`; *text is malloc'd, NUL-terminated, ends in '\n'. */
 md_status md_config_dump(const md_config *config, char **text, md_error *err);
 
-/* ---- reading (for `check`) ---------------------------------------------- */
+/* ---- reading (for `check` and the runtime) ---------------------------------- */
 
 typedef struct md_config_read_region {
   char *name;
@@ -164,6 +165,7 @@ typedef struct md_config_read_region {
   double base_priority;
   double half_life;        /* NaN for null */
   double half_life_ci[2];  /* NaN for null */
+  double lambda;           /* NaN for null (and, read for `check`, when absent or not a number) */
 } md_config_read_region;
 
 typedef struct md_config_summary {
@@ -171,10 +173,30 @@ typedef struct md_config_summary {
   md_config_read_region *regions; /* in file order */
   double alpha;            /* policy.alpha; NaN when null or absent */
   double kappa;            /* policy.attention_norm.kappa; NaN when null or absent */
+  /* Read for the runtime; for `check` they are filled only where they hold
+   * the right type (else page_size 0, NaN). */
+  int page_size;           /* policy.page_size */
+  double tau;              /* policy.tau */
+  double ewma_beta;        /* policy.ewma_beta */
 } md_config_summary;
 
+/* What the reader insists on. MD_CONFIG_READ_CHECK is exactly what `check`
+ * has always validated: a field check does not compare may be absent or of
+ * any type. MD_CONFIG_READ_POLICY also requires, with an error naming the
+ * field, policy.page_size (an integer), policy.tau and policy.ewma_beta
+ * (numbers), policy.alpha, policy.attention_norm.kappa and every
+ * regions.NAME.lambda (numbers or null). Ranges and what a null means are
+ * the runtime's to judge (runtime/policy.h). */
+typedef enum md_config_read_mode {
+  MD_CONFIG_READ_CHECK = 0,
+  MD_CONFIG_READ_POLICY,
+} md_config_read_mode;
+
 /* Reads and validates `path`. Syntax errors: "PATH:LINE:COLUMN: ...";
- * structure errors name the field: "PATH: regions.plan.half_life: ...". */
+ * structure errors name the field: "PATH: regions.plan.half_life: ...".
+ * md_config_read() is md_config_read_as(..., MD_CONFIG_READ_CHECK, ...). */
+md_status md_config_read_as(const char *path, md_config_read_mode mode,
+                            md_config_summary *summary, md_error *err);
 md_status md_config_read(const char *path, md_config_summary *summary, md_error *err);
 void md_config_summary_free(md_config_summary *summary);
 

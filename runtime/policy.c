@@ -1,20 +1,602 @@
+/* The eviction policies of runtime/policy.h. Token state lives in parallel
+ * arrays in position order (= the engine's slot order); an eviction compacts
+ * them in one pass. Pages are the runs of equal position / page_size in that
+ * order, rebuilt per evict call (O(cached)). */
 #include "runtime/policy.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "io/config.h"
 
 static const char *const kind_names[] = {"full", "random", "streaming", "h2o", "memdecay",
                                          "memdecay-raw"};
+#define N_KINDS (sizeof kind_names / sizeof kind_names[0])
 
 const char *md_policy_kind_name(md_policy_kind kind) {
-  if ((int)kind < 0 || (size_t)kind >= sizeof kind_names / sizeof kind_names[0]) return "?";
+  if ((int)kind < 0 || (size_t)kind >= N_KINDS) return "?";
   return kind_names[kind];
 }
 
 bool md_policy_kind_parse(const char *name, md_policy_kind *kind) {
-  for (size_t i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++)
-    if (name && strcmp(name, kind_names[i]) == 0) {
+  for (size_t i = 0; name && i < N_KINDS; i++) {
+    if (strcmp(name, kind_names[i]) == 0) {
       *kind = (md_policy_kind)i;
       return true;
     }
+  }
   return false;
+}
+
+static bool uses_regions(md_policy_kind kind) {
+  return kind == MD_POLICY_MEMDECAY || kind == MD_POLICY_MEMDECAY_RAW;
+}
+
+/* ---- the config ------------------------------------------------------------- */
+
+/* The ranges of md_policy_config. `where` prefixes every message: "PATH: "
+ * when loading a file, "" for a config built in memory. */
+static md_status check_config(const md_policy_config *c, const char *where, md_error *err) {
+  if (c->page_size < 1) {
+    return md_fail(err, MD_E_INVALID, "%spolicy.page_size: %d is not a positive integer", where,
+                   c->page_size);
+  }
+  if (!(isfinite(c->tau) && c->tau > 0)) {
+    return md_fail(err, MD_E_INVALID, "%spolicy.tau: %g is not a positive number", where, c->tau);
+  }
+  if (!(c->ewma_beta >= 0 && c->ewma_beta < 1)) {
+    return md_fail(err, MD_E_INVALID, "%spolicy.ewma_beta: %g is not in [0, 1)", where,
+                   c->ewma_beta);
+  }
+  if (isnan(c->alpha)) {
+    return md_fail(err, MD_E_INVALID,
+                   "%spolicy.alpha: null (not estimable in the calibration); memdecay needs it",
+                   where);
+  }
+  if (!(isfinite(c->alpha) && c->alpha >= 0)) {
+    return md_fail(err, MD_E_INVALID, "%spolicy.alpha: %g is not a number >= 0", where, c->alpha);
+  }
+  if (isnan(c->kappa)) {
+    return md_fail(err, MD_E_INVALID,
+                   "%spolicy.attention_norm.kappa: null (not estimable in the calibration); "
+                   "memdecay needs it", where);
+  }
+  if (!(isfinite(c->kappa) && c->kappa > 0)) {
+    return md_fail(err, MD_E_INVALID, "%spolicy.attention_norm.kappa: %g is not a positive number",
+                   where, c->kappa);
+  }
+  if (c->n_regions > 0 && !c->regions) {
+    return md_fail(err, MD_E_INVALID, "%sregions: %zu regions but no table", where, c->n_regions);
+  }
+  for (size_t i = 0; i < c->n_regions; i++) {
+    const md_policy_region *r = &c->regions[i];
+    const char *name = r->name ? r->name : "?";
+    if (!(isfinite(r->base_priority) && r->base_priority >= 0)) {
+      return md_fail(err, MD_E_INVALID, "%sregions.%s.base_priority: %g is not a number >= 0",
+                     where, name, r->base_priority);
+    }
+    if (r->pinned) continue;  /* lambda is not needed */
+    if (isnan(r->lambda)) {
+      return md_fail(err, MD_E_INVALID,
+                     "%sregions.%s.lambda: null (not estimable) on an unpinned region; memdecay "
+                     "needs a decay rate for it", where, name);
+    }
+    if (!(isfinite(r->lambda) && r->lambda >= 0)) {
+      return md_fail(err, MD_E_INVALID, "%sregions.%s.lambda: %g is not a number >= 0", where,
+                     name, r->lambda);
+    }
+  }
+  return MD_OK;
+}
+
+void md_policy_config_free(md_policy_config *config) {
+  if (!config) return;
+  for (size_t i = 0; i < config->n_regions; i++) free(config->regions[i].name);
+  free(config->regions);
+  memset(config, 0, sizeof *config);
+}
+
+md_status md_policy_config_load(const char *path, md_policy_config *config, md_error *err) {
+  memset(config, 0, sizeof *config);
+  md_config_summary summary;
+  md_status status = md_config_read_as(path, MD_CONFIG_READ_POLICY, &summary, err);
+  if (status != MD_OK) return status;
+  md_policy_config c = {
+      .page_size = summary.page_size,
+      .tau = summary.tau,
+      .ewma_beta = summary.ewma_beta,
+      .alpha = summary.alpha,
+      .kappa = summary.kappa,
+  };
+  c.regions = calloc(summary.n_regions + 1, sizeof *c.regions);
+  if (!c.regions) {
+    md_config_summary_free(&summary);
+    return md_fail(err, MD_E_NOMEM, "%s: out of memory", path);
+  }
+  for (size_t i = 0; i < summary.n_regions; i++) {
+    md_config_read_region *from = &summary.regions[i];
+    c.regions[i] = (md_policy_region){.name = from->name, .pinned = from->pinned,
+                                      .base_priority = from->base_priority,
+                                      .lambda = from->lambda};
+    from->name = NULL;  /* moved */
+  }
+  c.n_regions = summary.n_regions;
+  md_config_summary_free(&summary);
+  char where[1100];
+  snprintf(where, sizeof where, "%s: ", path);
+  status = check_config(&c, where, err);
+  if (status != MD_OK) {
+    md_policy_config_free(&c);
+    return status;
+  }
+  *config = c;
+  return MD_OK;
+}
+
+int md_policy_config_region(const md_policy_config *config, const char *name) {
+  for (size_t i = 0; config && name && i < config->n_regions; i++) {
+    if (config->regions[i].name && strcmp(config->regions[i].name, name) == 0) return (int)i;
+  }
+  return -1;
+}
+
+/* ---- the policy ------------------------------------------------------------- */
+
+typedef struct page_run {
+  int64_t page;
+  int64_t first;   /* token index of its first cached token */
+  int64_t count;
+  double score;    /* the page score (memdecay kinds, h2o) */
+  bool evictable;
+  bool chosen;     /* to be evicted by this call */
+} page_run;
+
+/* A candidate page in the order pages go: score, then page index. */
+typedef struct candidate {
+  double score;
+  int64_t page;
+  int64_t run;
+} candidate;
+
+struct md_policy {
+  md_policy_kind kind;
+  int page_size;
+  int sink_tokens;
+  uint64_t rng;
+  /* from the config (memdecay kinds) */
+  bool has_config;
+  size_t n_regions;
+  double *b, *lambda;
+  bool *pinned;
+  double tau, beta, alpha, kappa;
+  /* tokens, position order */
+  int64_t n, cap;
+  int64_t *pos;
+  int *region;
+  int64_t *refresh;
+  double *e, *e_raw, *acc;
+  /* sequence state */
+  int64_t step;
+  int64_t last_position;   /* -1: nothing appended since reset */
+  int64_t pages;           /* pages holding cached tokens */
+  int64_t pending;         /* appended since the last observe and still cached */
+  int64_t first_pending;   /* position of the first of them */
+  int64_t sinks_seen;      /* sink tokens appended so far (<= sink_tokens) */
+  int64_t sink_last;       /* position of the last sink token; -1 none */
+  /* scratch */
+  page_run *runs;
+  int64_t runs_cap;
+  candidate *order;
+  int64_t order_cap;
+  int64_t *removed;
+  int64_t removed_cap;
+  double *suffix;
+  int64_t suffix_cap;
+};
+
+static md_status grow(void **array, int64_t *cap, int64_t need, size_t size, md_error *err) {
+  if (need <= *cap) return MD_OK;
+  int64_t new_cap = *cap ? *cap : 64;
+  while (new_cap < need) new_cap *= 2;
+  void *p = realloc(*array, (size_t)new_cap * size);
+  if (!p) return md_fail(err, MD_E_NOMEM, "policy: out of memory");
+  *array = p;
+  *cap = new_cap;
+  return MD_OK;
+}
+
+/* The token arrays share one capacity. */
+static md_status grow_tokens(md_policy *p, int64_t need, md_error *err) {
+  if (need <= p->cap) return MD_OK;
+  int64_t new_cap = p->cap ? p->cap * 2 : 256;
+  while (new_cap < need) new_cap *= 2;
+  size_t n = (size_t)new_cap;
+  int64_t *pos = realloc(p->pos, n * sizeof *pos);
+  if (pos) p->pos = pos;
+  int *region = realloc(p->region, n * sizeof *region);
+  if (region) p->region = region;
+  int64_t *refresh = realloc(p->refresh, n * sizeof *refresh);
+  if (refresh) p->refresh = refresh;
+  double *e = realloc(p->e, n * sizeof *e);
+  if (e) p->e = e;
+  double *e_raw = realloc(p->e_raw, n * sizeof *e_raw);
+  if (e_raw) p->e_raw = e_raw;
+  double *acc = realloc(p->acc, n * sizeof *acc);
+  if (acc) p->acc = acc;
+  if (!pos || !region || !refresh || !e || !e_raw || !acc) {
+    return md_fail(err, MD_E_NOMEM, "policy: out of memory");
+  }
+  p->cap = new_cap;
+  return MD_OK;
+}
+
+/* splitmix64 (Steele, Lea and Flood 2014): a 64-bit state, one add and a
+ * mix per draw; enough for choosing pages, and the same on every platform. */
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n), n >= 1, without modulo bias (rejection). */
+static uint64_t uniform_below(uint64_t *state, uint64_t n) {
+  uint64_t threshold = (0 - n) % n;  /* 2^64 mod n */
+  for (;;) {
+    uint64_t x = splitmix64(state);
+    if (x >= threshold) return x % n;
+  }
+}
+
+void md_policy_reset(md_policy *policy, uint64_t seed) {
+  policy->n = 0;
+  policy->step = 0;
+  policy->last_position = -1;
+  policy->pages = 0;
+  policy->pending = 0;
+  policy->first_pending = 0;
+  policy->sinks_seen = 0;
+  policy->sink_last = -1;
+  policy->rng = seed;
+}
+
+void md_policy_free(md_policy *policy) {
+  if (!policy) return;
+  free(policy->b);
+  free(policy->lambda);
+  free(policy->pinned);
+  free(policy->pos);
+  free(policy->region);
+  free(policy->refresh);
+  free(policy->e);
+  free(policy->e_raw);
+  free(policy->acc);
+  free(policy->runs);
+  free(policy->order);
+  free(policy->removed);
+  free(policy->suffix);
+  free(policy);
+}
+
+md_status md_policy_new(const md_policy_config *config, const md_policy_options *options,
+                        md_policy **out, md_error *err) {
+  *out = NULL;
+  if (!options) return md_fail(err, MD_E_INVALID, "policy: no options");
+  if ((int)options->kind < 0 || (size_t)options->kind >= N_KINDS) {
+    return md_fail(err, MD_E_INVALID, "policy: unknown kind %d", (int)options->kind);
+  }
+  const char *name = md_policy_kind_name(options->kind);
+  if (uses_regions(options->kind) && !config) {
+    return md_fail(err, MD_E_INVALID, "policy %s: needs a memdecay.json config", name);
+  }
+  if (options->page_size < 0) {
+    return md_fail(err, MD_E_INVALID, "policy %s: page_size %d is negative", name,
+                   options->page_size);
+  }
+  if (options->sink_tokens < 0) {
+    return md_fail(err, MD_E_INVALID, "policy %s: sink_tokens %d is negative", name,
+                   options->sink_tokens);
+  }
+  if (config) {
+    md_status status = check_config(config, "", err);
+    if (status != MD_OK) return md_error_prefix(err, "policy %s", name);
+  }
+  md_policy *p = calloc(1, sizeof *p);
+  if (!p) return md_fail(err, MD_E_NOMEM, "policy: out of memory");
+  p->kind = options->kind;
+  p->page_size = options->page_size ? options->page_size : config ? config->page_size : 16;
+  p->sink_tokens = options->sink_tokens ? options->sink_tokens : 4;
+  if (config) {
+    p->has_config = true;
+    p->n_regions = config->n_regions;
+    size_t n = config->n_regions + 1;
+    p->b = calloc(n, sizeof *p->b);
+    p->lambda = calloc(n, sizeof *p->lambda);
+    p->pinned = calloc(n, sizeof *p->pinned);
+    if (!p->b || !p->lambda || !p->pinned) {
+      md_policy_free(p);
+      return md_fail(err, MD_E_NOMEM, "policy: out of memory");
+    }
+    for (size_t i = 0; i < config->n_regions; i++) {
+      p->b[i] = config->regions[i].base_priority;
+      p->lambda[i] = config->regions[i].lambda;
+      p->pinned[i] = config->regions[i].pinned;
+    }
+    p->tau = config->tau;
+    p->beta = config->ewma_beta;
+    p->alpha = config->alpha;
+    p->kappa = config->kappa;
+  } else {
+    /* h2o and the others need no constants; tau and beta still drive the
+     * (unused) refresh and EWMA bookkeeping: the config defaults. */
+    p->tau = 1.0;
+    p->beta = 0.9;
+    p->alpha = 0.0;
+    p->kappa = 1.0;
+  }
+  md_policy_reset(p, options->seed);
+  *out = p;
+  return MD_OK;
+}
+
+md_status md_policy_append(md_policy *p, int64_t position, int region, md_error *err) {
+  const char *name = md_policy_kind_name(p->kind);
+  if (position < 0 || position <= p->last_position) {
+    return md_fail(err, MD_E_INVALID,
+                   "policy %s: position %lld after %lld (positions must increase strictly from 0)",
+                   name, (long long)position, (long long)p->last_position);
+  }
+  if (uses_regions(p->kind)) {
+    if (region < 0 || (size_t)region >= p->n_regions) {
+      return md_fail(err, MD_E_INVALID, "policy %s: region %d is not an index of the config's %zu "
+                     "regions", name, region, p->n_regions);
+    }
+  } else if (region < -1 || (p->has_config && region >= 0 && (size_t)region >= p->n_regions)) {
+    return md_fail(err, MD_E_INVALID, "policy %s: region %d is neither -1 nor an index of the "
+                   "config's %zu regions", name, region, p->n_regions);
+  }
+  md_status status = grow_tokens(p, p->n + 1, err);
+  if (status != MD_OK) return status;
+  int64_t page = position / p->page_size;
+  if (p->n == 0 || p->pos[p->n - 1] / p->page_size != page) p->pages++;
+  p->step++;
+  int64_t i = p->n++;
+  p->pos[i] = position;
+  p->region[i] = region;
+  p->refresh[i] = p->step;
+  p->e[i] = p->e_raw[i] = p->acc[i] = 0;
+  if (p->pending == 0) p->first_pending = position;
+  p->pending++;
+  p->last_position = position;
+  if (p->sinks_seen < p->sink_tokens) {
+    p->sinks_seen++;
+    p->sink_last = position;
+  }
+  return MD_OK;
+}
+
+md_status md_policy_observe(md_policy *p, const float *received, int64_t n_cached,
+                            int64_t n_queries, md_error *err) {
+  const char *name = md_policy_kind_name(p->kind);
+  if (n_cached != p->n) {
+    return md_fail(err, MD_E_INVALID, "policy %s: attention on %lld tokens, but %lld are cached",
+                   name, (long long)n_cached, (long long)p->n);
+  }
+  if (n_queries < 1 || n_queries > p->pending) {
+    return md_fail(err, MD_E_INVALID, "policy %s: %lld queries, but %lld tokens were appended "
+                   "(and are still cached) since the last observe", name, (long long)n_queries,
+                   (long long)p->pending);
+  }
+  if (n_cached > 0 && !received) return md_fail(err, MD_E_INVALID, "policy %s: no attention", name);
+  for (int64_t s = 0; s < n_cached; s++) {
+    if (!(isfinite(received[s]) && received[s] >= 0)) {
+      return md_fail(err, MD_E_INVALID, "policy %s: received[%lld] = %g is not a number >= 0",
+                     name, (long long)s, (double)received[s]);
+    }
+  }
+  md_status status = grow((void **)&p->suffix, &p->suffix_cap, n_queries + 1, sizeof *p->suffix,
+                          err);
+  if (status != MD_OK) return status;
+  /* suffix[k] = sum over the chunk's queries j >= k of 1/v_j, v_j = n - n_q + j + 1:
+   * u_s for the token at slot s is suffix[max(s - (n - n_q), 0)]. */
+  int64_t first_query = n_cached - n_queries;
+  p->suffix[n_queries] = 0;
+  for (int64_t k = n_queries - 1; k >= 0; k--) {
+    p->suffix[k] = p->suffix[k + 1] + 1.0 / (double)(first_query + k + 1);
+  }
+  double beta = p->beta;
+  for (int64_t s = 0; s < n_cached; s++) {
+    int64_t k = s > first_query ? s - first_query : 0;
+    double a = received[s];
+    double r = a / p->suffix[k];
+    double w = a / (double)(n_queries - k);
+    if (r >= p->tau) p->refresh[s] = p->step;
+    p->e[s] = beta * p->e[s] + (1 - beta) * r;
+    p->e_raw[s] = beta * p->e_raw[s] + (1 - beta) * w;
+    p->acc[s] += a;
+  }
+  p->pending = 0;
+  return MD_OK;
+}
+
+/* The score of token i at the current step (see the header). */
+static double token_score(const md_policy *p, int64_t i) {
+  switch (p->kind) {
+    case MD_POLICY_MEMDECAY:
+    case MD_POLICY_MEMDECAY_RAW: {
+      int r = p->region[i];
+      if (p->pinned[r]) return INFINITY;
+      double decay = p->b[r] * exp(-p->lambda[r] * (double)(p->step - p->refresh[i]));
+      if (p->kind == MD_POLICY_MEMDECAY) return decay + p->alpha * (p->e[i] / p->kappa);
+      return decay + p->alpha * p->e_raw[i];
+    }
+    case MD_POLICY_H2O: return p->acc[i];
+    case MD_POLICY_FULL:
+    case MD_POLICY_RANDOM:
+    case MD_POLICY_STREAMING: break;
+  }
+  return 0;
+}
+
+/* Index of the first cached token with position >= `position`. */
+static int64_t lower_bound(const md_policy *p, int64_t position) {
+  int64_t lo = 0, hi = p->n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (p->pos[mid] < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+double md_policy_token_score(const md_policy *p, int64_t position) {
+  int64_t i = lower_bound(p, position);
+  if (i >= p->n || p->pos[i] != position) return NAN;
+  return token_score(p, i);
+}
+
+double md_policy_page_score(const md_policy *p, int64_t page) {
+  if (page < 0 || page > INT64_MAX / p->page_size) return NAN;
+  int64_t end = page * p->page_size + p->page_size;
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t i = lower_bound(p, page * p->page_size); i < p->n && p->pos[i] < end; i++) {
+    sum += token_score(p, i);
+    count++;
+  }
+  return count ? sum / (double)count : NAN;
+}
+
+int64_t md_policy_cached_tokens(const md_policy *p) { return p->n; }
+int64_t md_policy_cached_pages(const md_policy *p) { return p->pages; }
+int64_t md_policy_step(const md_policy *p) { return p->step; }
+
+/* Builds the page runs with their scores; the last one (the newest token's
+ * page) is never evictable. */
+static md_status build_runs(md_policy *p, md_error *err) {
+  md_status status = grow((void **)&p->runs, &p->runs_cap, p->pages, sizeof *p->runs, err);
+  if (status != MD_OK) return status;
+  int64_t n_runs = 0;
+  bool scored = p->kind == MD_POLICY_MEMDECAY || p->kind == MD_POLICY_MEMDECAY_RAW ||
+                p->kind == MD_POLICY_H2O;
+  for (int64_t i = 0; i < p->n;) {
+    int64_t page = p->pos[i] / p->page_size;
+    page_run *run = &p->runs[n_runs++];
+    *run = (page_run){.page = page, .first = i, .evictable = true};
+    double sum = 0;
+    for (; i < p->n && p->pos[i] / p->page_size == page; i++) {
+      run->count++;
+      if (uses_regions(p->kind) && p->pinned[p->region[i]]) run->evictable = false;
+      if (scored) sum += token_score(p, i);
+    }
+    run->score = run->evictable && scored ? sum / (double)run->count : 0;
+  }
+  if (n_runs != p->pages) return md_fail(err, MD_E_INVALID, "policy: page count out of step");
+  if (n_runs > 0) p->runs[n_runs - 1].evictable = false;
+  return MD_OK;
+}
+
+static int compare_candidates(const void *a, const void *b) {
+  const candidate *x = a, *y = b;
+  if (x->score < y->score) return -1;
+  if (x->score > y->score) return 1;
+  return (x->page > y->page) - (x->page < y->page);
+}
+
+md_status md_policy_evict(md_policy *p, int64_t budget_pages, const int64_t **positions,
+                          int64_t *n_out, md_error *err) {
+  *positions = NULL;
+  *n_out = 0;
+  if (budget_pages < 0) {
+    return md_fail(err, MD_E_INVALID, "policy %s: budget of %lld pages",
+                   md_policy_kind_name(p->kind), (long long)budget_pages);
+  }
+  int64_t excess = p->pages - budget_pages;
+  if (excess <= 0 || p->kind == MD_POLICY_FULL) return MD_OK;
+  md_status status = build_runs(p, err);
+  if (status == MD_OK) {
+    status = grow((void **)&p->order, &p->order_cap, p->pages, sizeof *p->order, err);
+  }
+  if (status != MD_OK) return status;
+  page_run *runs = p->runs;
+  int64_t n_runs = p->pages;
+
+  /* Which runs are candidates, in the order they go. */
+  int64_t n_cand = 0;
+  switch (p->kind) {
+    case MD_POLICY_STREAMING:
+      for (int64_t j = 0; j < n_runs; j++) {
+        bool sink = p->sink_last >= 0 && runs[j].page <= p->sink_last / p->page_size;
+        if (runs[j].evictable && !sink) p->order[n_cand++].run = j;  /* oldest first */
+      }
+      break;
+    case MD_POLICY_H2O: {
+      int64_t recent = budget_pages / 2 + budget_pages % 2;  /* ceil(budget / 2) */
+      for (int64_t j = 0; j < n_runs - recent; j++) {
+        if (runs[j].evictable) p->order[n_cand++] = (candidate){runs[j].score, runs[j].page, j};
+      }
+      qsort(p->order, (size_t)n_cand, sizeof *p->order, compare_candidates);
+      break;
+    }
+    case MD_POLICY_MEMDECAY:
+    case MD_POLICY_MEMDECAY_RAW:
+      for (int64_t j = 0; j < n_runs; j++) {
+        if (runs[j].evictable) p->order[n_cand++] = (candidate){runs[j].score, runs[j].page, j};
+      }
+      qsort(p->order, (size_t)n_cand, sizeof *p->order, compare_candidates);
+      break;
+    case MD_POLICY_RANDOM:
+      for (int64_t j = 0; j < n_runs; j++) {
+        if (runs[j].evictable) p->order[n_cand++].run = j;
+      }
+      /* A partial Fisher-Yates shuffle: order[0 .. take-1] is a uniform
+       * sample without replacement. */
+      for (int64_t k = 0; k < n_cand && k < excess; k++) {
+        int64_t pick = k + (int64_t)uniform_below(&p->rng, (uint64_t)(n_cand - k));
+        candidate tmp = p->order[k];
+        p->order[k] = p->order[pick];
+        p->order[pick] = tmp;
+      }
+      break;
+    case MD_POLICY_FULL: break;
+  }
+  int64_t take = excess < n_cand ? excess : n_cand;
+  if (take == 0) return MD_OK;
+
+  /* Mark the chosen runs, then compact the token arrays in one pass. */
+  int64_t n_removed = 0;
+  for (int64_t k = 0; k < take; k++) {
+    runs[p->order[k].run].chosen = true;
+    n_removed += runs[p->order[k].run].count;
+  }
+  status = grow((void **)&p->removed, &p->removed_cap, n_removed, sizeof *p->removed, err);
+  if (status != MD_OK) return status;
+  int64_t kept = 0, out = 0;
+  for (int64_t j = 0; j < n_runs; j++) {
+    const page_run *run = &runs[j];
+    bool evict = run->chosen;
+    for (int64_t i = run->first; i < run->first + run->count; i++) {
+      if (evict) {
+        p->removed[out++] = p->pos[i];
+        if (p->pending > 0 && p->pos[i] >= p->first_pending) p->pending--;
+        continue;
+      }
+      if (kept != i) {
+        p->pos[kept] = p->pos[i];
+        p->region[kept] = p->region[i];
+        p->refresh[kept] = p->refresh[i];
+        p->e[kept] = p->e[i];
+        p->e_raw[kept] = p->e_raw[i];
+        p->acc[kept] = p->acc[i];
+      }
+      kept++;
+    }
+  }
+  p->n = kept;
+  p->pages -= take;
+  *positions = p->removed;
+  *n_out = out;
+  return MD_OK;
 }

@@ -1,9 +1,117 @@
-/* MemDecay reference runtime: model-agnostic KV-cache eviction policies
- * (work in progress: the full contract follows). */
+/* The MemDecay reference runtime: KV-cache eviction policies, MemDecay and
+ * the baselines it is compared with. This header is the reference statement
+ * of their semantics (memdecay-config(5) points here).
+ *
+ * The policies know nothing of the model. Their inputs are the original
+ * position of each token that enters the cache, its region (an index into
+ * the config's region table) and, after each forward pass, the attention the
+ * cached tokens received. Their output is the set of positions to drop.
+ *
+ * ---- Time -------------------------------------------------------------------
+ *
+ * One step = one appended token: md_policy_append() advances the step
+ * counter t by one (t = 0 after md_policy_reset(); t = k after the k-th
+ * append). A prefill chunk of n tokens is n steps, a decode step is one. A
+ * token is born at the step of its own append: its last-refresh step starts
+ * there, so dt = 0 right after its append.
+ *
+ * ---- Attention --------------------------------------------------------------
+ *
+ * md_policy_observe() gets, for the chunk of the last n_q appended tokens
+ * (n_q = 1 for a decode step), received[s] for each cached token s (slot
+ * order = position order): the column sum over the chunk's queries of each
+ * query's softmax row, averaged over heads and captured layers. Query j of
+ * the chunk (j = 0 .. n_q - 1) sits at slot n - n_q + j of the n cached
+ * tokens and sees v_j = n - n_q + j + 1 tokens (itself and every cached token
+ * before it). From received[s] the policy derives
+ *
+ *   uniform-relative attention  r_s = received[s] / u_s,
+ *                               u_s = sum of 1/v_j over the queries j that see s
+ *   raw share                   w_s = received[s] / c_s,
+ *                               c_s = number of the chunk's queries that see s
+ *
+ * For one decode query over n tokens r_s = a_s n and w_s = a_s: the
+ * calibration's uniform-relative attention a_t n_t and the plain attention.
+ * A query sees s when s <= its slot, so c_s = n - max(s, n - n_q) >= 1.
+ *
+ * Per observe call, for every cached token (one update per call, not per
+ * query of a chunk):
+ *   - refresh: if r_s >= tau, the token's last-refresh step := t;
+ *   - EWMA of r (e) and of w (e_raw): e := beta e + (1 - beta) r, starting at
+ *     0 at birth, as the calibration's (fit/attention_norm.h; a decoded
+ *     token's first update is its birth step's self-attention there too);
+ *   - H2O's accumulator: acc := acc + received[s] (the sum over every past
+ *     query, H2O's accumulated attention score).
+ *
+ * ---- Scores -----------------------------------------------------------------
+ *
+ * With dt_i = t - (last-refresh step of i), b_r the region's base_priority,
+ * lambda_r its decay rate per step, alpha and kappa from the config:
+ *
+ *   memdecay      s_i(t) = b_r exp(-lambda_r dt_i) + alpha a_hat_i,
+ *                 a_hat_i = e_i / kappa
+ *   memdecay-raw  s_i(t) = b_r exp(-lambda_r dt_i) + alpha e_raw_i
+ *
+ * memdecay is the score of memdecay-config(5) (DESCRIPTION): the survival of
+ * a token of region r that was last used dt steps ago, weighted by how often
+ * the region's tokens are used at all, plus its recent attention normalised
+ * so that a_hat = 1 at the calibration's kappa quantile. memdecay-raw is the
+ * unnormalised form (plain attention shares, no kappa), kept for comparison.
+ * A token of a pinned region scores +infinity (lambda is not needed there).
+ * h2o scores a token by acc; full, random and streaming rank by position
+ * only and score every token 0.
+ *
+ * ---- Pages and eviction -----------------------------------------------------
+ *
+ * The page of a token is position / page_size (page_size 1: token-granular).
+ * Eviction removes whole pages: every cached token of the page. A page score
+ * is the mean of its cached tokens' scores. md_policy_evict(budget) evicts
+ * nothing while at most `budget` pages hold cached tokens; otherwise it
+ * evicts exactly the excess, in the order of each policy below, from the
+ * evictable pages. Never evictable, for every policy: the page holding the
+ * newest token (it is being written). When fewer pages are evictable than
+ * the excess, all of them go and md_policy_cached_pages() stays above the
+ * budget (not an error). Ties are broken by page index, oldest first, so
+ * every policy is deterministic (random: for a given seed).
+ *
+ *   full          never evicts.
+ *   memdecay,     pages holding a pinned-region token are not evictable; the
+ *   memdecay-raw  others go lowest page score first.
+ *   h2o           the ceil(budget / 2) most recent cached pages are kept;
+ *                 the others go lowest mean accumulated attention first, so
+ *                 the rest of the budget holds the heaviest pages.
+ *                 H2O (Zhang et al. 2023, "H2O: Heavy-Hitter Oracle") is
+ *                 token-level, per head, with heavy_ratio = recent_ratio;
+ *                 here it is page-level (a page's mean accumulated
+ *                 attention), one set for all heads and layers, half the
+ *                 budget each. No pinning.
+ *   streaming     the sink pages (those holding the sequence's first
+ *                 sink_tokens tokens, default 4) are kept; the others go
+ *                 oldest first, leaving the most recent pages.
+ *                 StreamingLLM (Xiao et al. 2023, "Efficient Streaming
+ *                 Language Models with Attention Sinks") keeps 4 sink tokens
+ *                 plus a recent window of tokens; here at page granularity,
+ *                 so the sink page keeps up to page_size tokens (page_size 1
+ *                 gives exactly the sink tokens). The engine keeps keys at
+ *                 their original positions, where StreamingLLM renumbers
+ *                 positions within the cache. No pinning.
+ *   random        uniformly random pages, without replacement, drawn with a
+ *                 self-contained splitmix64 generator seeded by
+ *                 md_policy_options.seed / md_policy_reset(). No pinning.
+ *
+ * Cost: append O(1) amortised, observe O(cached + n_q), evict
+ * O(cached + pages log pages), score look-ups O(log cached + page_size).
+ *
+ * Library code: no output, no exit; errors come back as md_status with an
+ * md_error message. A policy is not thread-safe. */
 #ifndef MD_RUNTIME_POLICY_H
 #define MD_RUNTIME_POLICY_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/error.h"
 
 typedef enum md_policy_kind {
   MD_POLICY_FULL,
@@ -14,7 +122,100 @@ typedef enum md_policy_kind {
   MD_POLICY_MEMDECAY_RAW,
 } md_policy_kind;
 
+/* "full", "random", "streaming", "h2o", "memdecay", "memdecay-raw";
+ * "?" for a value outside the enum. */
 const char *md_policy_kind_name(md_policy_kind kind);
+/* Exact, case-sensitive names as above; false (and *kind untouched) otherwise. */
 bool md_policy_kind_parse(const char *name, md_policy_kind *kind);
+
+/* ---- the config ------------------------------------------------------------- */
+
+typedef struct md_policy_region {
+  char *name;
+  bool pinned;
+  double base_priority;  /* b_r, finite and >= 0 */
+  double lambda;         /* per step, finite and >= 0; NaN allowed when pinned */
+} md_policy_region;
+
+/* What the policies need of a memdecay.json. */
+typedef struct md_policy_config {
+  int page_size;         /* >= 1 */
+  double tau;            /* refresh threshold in uniform shares, finite and > 0 */
+  double ewma_beta;      /* in [0, 1) */
+  double alpha;          /* finite and >= 0 */
+  double kappa;          /* finite and > 0 */
+  size_t n_regions;
+  md_policy_region *regions;  /* in file order: region index = array index */
+} md_policy_config;
+
+/* Loads policy.{page_size, tau, ewma_beta, alpha, attention_norm.kappa} and
+ * regions.NAME.{pinned, base_priority, lambda} of a memdecay.json through
+ * io/config's reader (md_config_read_as, MD_CONFIG_READ_POLICY). Every error
+ * names the file and the field ("PATH: policy.attention_norm.kappa: ...").
+ * Refused: a field missing or of the wrong type, a value out of the ranges
+ * above, a null kappa or alpha (not estimable in the calibration: memdecay
+ * needs them), a null lambda on an unpinned region (on a pinned one lambda
+ * is not needed and may be null). On failure *config is left empty. */
+md_status md_policy_config_load(const char *path, md_policy_config *config, md_error *err);
+void md_policy_config_free(md_policy_config *config);
+/* The index of region `name`, or -1. */
+int md_policy_config_region(const md_policy_config *config, const char *name);
+
+/* ---- the policy ------------------------------------------------------------- */
+
+typedef struct md_policy md_policy;
+
+typedef struct md_policy_options {
+  md_policy_kind kind;
+  int page_size;      /* 0: the config's page_size (16 without a config); else >= 1 */
+  uint64_t seed;      /* random */
+  int sink_tokens;    /* streaming; 0 = 4; >= 0 */
+} md_policy_options;
+
+/* `config` may be NULL for full, random, streaming and h2o (they use no
+ * region data); memdecay and memdecay-raw need it and check its ranges
+ * (errors name the field). The policy copies what it needs: `config` may be
+ * freed afterwards. */
+md_status md_policy_new(const md_policy_config *config, const md_policy_options *options,
+                        md_policy **policy, md_error *err);
+void md_policy_free(md_policy *policy);
+
+/* Forgets every token (a new sequence: t = 0, no sink seen yet) and reseeds
+ * random with `seed`. */
+void md_policy_reset(md_policy *policy, uint64_t seed);
+
+/* A token enters the cache at original position `position` (>= 0, strictly
+ * increasing across calls since the last reset), in region `region` of the
+ * config. memdecay and memdecay-raw need a region index of the config; the
+ * other kinds ignore it: -1 or, with a config, an index of it. One step. */
+md_status md_policy_append(md_policy *policy, int64_t position, int region, md_error *err);
+
+/* After the forward pass of the last n_queries appended tokens (1 <=
+ * n_queries <= the tokens appended and still cached since the previous
+ * observe): received[0 .. n_cached-1] as described under Attention, each
+ * finite and >= 0; n_cached must equal md_policy_cached_tokens(). Refuses
+ * bad arguments, changing nothing. */
+md_status md_policy_observe(md_policy *policy, const float *received, int64_t n_cached,
+                            int64_t n_queries, md_error *err);
+
+/* Evicts whole pages until at most budget_pages (>= 0) pages hold cached
+ * tokens, as far as the policy allows (see Pages and eviction), removes
+ * their tokens from the policy's state and returns their positions
+ * ascending in *positions (owned by the policy, valid until its next call)
+ * with their count in *n (0: nothing evicted; *positions may then be NULL). */
+md_status md_policy_evict(md_policy *policy, int64_t budget_pages, const int64_t **positions,
+                          int64_t *n, md_error *err);
+
+int64_t md_policy_cached_tokens(const md_policy *policy);
+/* Pages holding at least one cached token. */
+int64_t md_policy_cached_pages(const md_policy *policy);
+/* The step counter t. */
+int64_t md_policy_step(const md_policy *policy);
+
+/* For tests and diagnostics, at the current step: the score of the cached
+ * token at `position` (NaN when not cached), and the score of page `page`,
+ * the mean of its cached tokens' scores (NaN when none is cached). */
+double md_policy_token_score(const md_policy *policy, int64_t position);
+double md_policy_page_score(const md_policy *policy, int64_t page);
 
 #endif
