@@ -47,5 +47,6 @@ int md_cmd_check(int argc, char **argv);
 int md_cmd_tokenize(int argc, char **argv);
 int md_cmd_collect(int argc, char **argv);
 int md_cmd_devices(int argc, char **argv);
+int md_cmd_eval(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"collect", md_cmd_collect, "run a checkpoint over agent traces and record attention"},
     {"extract", md_cmd_extract, "turn a collector run into token lifetimes and the calibration"},
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
+    {"eval", md_cmd_eval, "evict by a memdecay.json and measure recall of planted facts"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
     {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},

@@ -42,6 +42,10 @@ static md_status label_prompt(const md_trace_episode *ep, const md_tokens *token
     for (size_t i = 0; i < n; i++) out->regions[i] = out->prompt.spans[span[i]].region;
     memcpy(out->ids, tokens->ids, n * sizeof *out->ids);
     out->prompt_tokens = n;
+    out->spans = span;
+    out->starts = start;
+    span = NULL;
+    start = NULL;
   }
   free(start);
   free(span);
@@ -133,5 +137,7 @@ void md_episode_tokens_free(md_episode_tokens *t) {
   md_chat_prompt_free(&t->prompt);
   free(t->ids);
   free(t->regions);
+  free(t->spans);
+  free(t->starts);
   memset(t, 0, sizeof *t);
 }

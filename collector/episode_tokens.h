@@ -34,6 +34,9 @@ typedef struct md_episode_tokens {
                                  generated window the caller fills ids[P + t] */
   const char **regions;       /* [P + S] region of each position (borrowed from the
                                  episode or static strings) */
+  size_t *spans;              /* [P] the prompt span (prompt.spans) each prompt token's
+                                 first byte lies in: its message is spans[i]'s source */
+  size_t *starts;             /* [P] byte offset of each prompt token in prompt.text */
   size_t prompt_tokens;       /* P */
   size_t decode_steps;        /* S >= 1 */
   size_t forced_tokens;       /* teacher-forced ids known in advance: S, or 0 when

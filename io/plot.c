@@ -187,16 +187,15 @@ static void set_pdf_metadata(cairo_surface_t *surface, const char *title) {
   cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, "memdecay-calibrate");
 }
 
-/* Draws onto a fresh surface and finishes it into sink->fp. */
-static cairo_status_t render(plot_format format, const md_plot_request *request,
-                             const md_plot_regions *regions, int width, int height,
+/* Draws onto a fresh surface with `draw` and finishes it into sink->fp. */
+static cairo_status_t render(plot_format format, const char *title, md_plot_draw_fn draw,
+                             void *context, double layout_scale, int width, int height,
                              stream_sink *sink) {
   cairo_surface_t *surface = create_surface(format, width, height, sink);
   cairo_status_t status = cairo_surface_status(surface);
   if (status == CAIRO_STATUS_SUCCESS) {
-    if (format == FORMAT_PDF) set_pdf_metadata(surface, md_plot_title(request));
+    if (format == FORMAT_PDF) set_pdf_metadata(surface, title);
     cairo_t *cr = cairo_create(surface);
-    double layout_scale = md_plot_drawing_scale(request, width, height);
     double device_scale = layout_scale * (format == FORMAT_PDF ? POINTS_PER_PIXEL : 1.0);
     cairo_scale(cr, device_scale, device_scale);
     cairo_font_options_t *options = cairo_font_options_create();
@@ -204,7 +203,7 @@ static cairo_status_t render(plot_format format, const md_plot_request *request,
     cairo_font_options_set_hint_metrics(options, CAIRO_HINT_METRICS_OFF);
     cairo_set_font_options(cr, options);
     cairo_font_options_destroy(options);
-    status = md_plot_draw(cr, request, regions, width / layout_scale, height / layout_scale);
+    status = draw(cr, context, width / layout_scale, height / layout_scale);
     cairo_destroy(cr);
   }
   if (status == CAIRO_STATUS_SUCCESS && format == FORMAT_PNG)
@@ -213,6 +212,35 @@ static cairo_status_t render(plot_format format, const md_plot_request *request,
   if (status == CAIRO_STATUS_SUCCESS) status = cairo_surface_status(surface);
   cairo_surface_destroy(surface);
   return status;
+}
+
+md_status md_plot_render_file(const char *path, const char *title, md_plot_draw_fn draw,
+                              void *context, double layout_scale, int width, int height,
+                              md_error *err) {
+  md_status status = md_plot_check_path(path, err);
+  if (status != MD_OK) return status;
+  md_atomic_file file;
+  status = md_atomic_open(&file, path, err);
+  if (status != MD_OK) return status;
+  stream_sink sink = {file.fp, 0};
+  cairo_status_t drawn = render(format_of(path), title, draw, context, layout_scale, width,
+                                height, &sink);
+  if (drawn != CAIRO_STATUS_SUCCESS) {
+    md_atomic_abort(&file);
+    return cairo_failure(path, drawn, &sink, err);
+  }
+  return md_atomic_commit(&file, err);
+}
+
+typedef struct survival_figure {
+  const md_plot_request *request;
+  const md_plot_regions *regions;
+} survival_figure;
+
+static cairo_status_t draw_survival_figure(cairo_t *cr, void *context, double width,
+                                           double height) {
+  const survival_figure *f = context;
+  return md_plot_draw(cr, f->request, f->regions, width, height);
 }
 
 md_status md_plot_write(const char *path, const md_plot_request *request, md_error *err) {
@@ -225,18 +253,9 @@ md_status md_plot_write(const char *path, const md_plot_request *request, md_err
   md_plot_regions regions;
   if (md_plot_regions_build(request, &regions, err) != MD_OK)
     return md_error_prefix(err, "%s", path);
-  md_atomic_file file;
-  status = md_atomic_open(&file, path, err);
-  if (status == MD_OK) {
-    stream_sink sink = {file.fp, 0};
-    cairo_status_t drawn = render(format_of(path), request, &regions, width, height, &sink);
-    if (drawn != CAIRO_STATUS_SUCCESS) {
-      md_atomic_abort(&file);
-      status = cairo_failure(path, drawn, &sink, err);
-    } else {
-      status = md_atomic_commit(&file, err);
-    }
-  }
+  survival_figure figure = {request, &regions};
+  status = md_plot_render_file(path, md_plot_title(request), draw_survival_figure, &figure,
+                               md_plot_drawing_scale(request, width, height), width, height, err);
   md_plot_regions_free(&regions);
   return status;
 }

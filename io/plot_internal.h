@@ -12,6 +12,20 @@
 #include "io/error.h"
 #include "io/plot.h"
 
+/* ---- files (io/plot.c) ----------------------------------------------------- */
+
+/* Draws a figure of width x height layout pixels at (0, 0). */
+typedef cairo_status_t (*md_plot_draw_fn)(cairo_t *cr, void *context, double width,
+                                          double height);
+
+/* Writes a figure of width x height pixels to `path` atomically, in the
+ * format its extension names, by calling `draw` on a surface scaled by
+ * layout_scale (1 draws at the figure's own size); `title` goes into PDF
+ * metadata. Errors as md_plot_write's. */
+md_status md_plot_render_file(const char *path, const char *title, md_plot_draw_fn draw,
+                              void *context, double layout_scale, int width, int height,
+                              md_error *err);
+
 /* ---- palette (io/plot_style.c) ------------------------------------------ */
 
 typedef struct md_plot_rgb {

@@ -1,0 +1,338 @@
+/* memdecay-calibrate eval: the eviction-probe evaluation (collector/eval.h,
+ * memdecay-eval(5)). This file parses options, prints the recall table and
+ * writes the results; the work is md_eval. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calib/cli.h"
+#include "calib/progress.h"
+#include "collector/eval.h"
+#include "io/eval_results.h"
+#include "io/plot_eval.h"
+
+static const char command[] = "eval";
+
+typedef struct options {
+  md_eval_options eval;
+  const char *out;
+  const char *plot;
+  bool reproducible;
+  bool quiet;
+} options;
+
+static void print_help(FILE *out) {
+  fputs(
+      "Usage: " MD_PROGRAM " eval --model DIR --traces FILE.jsonl --config memdecay.json\n"
+      "           -o RESULTS.json [OPTIONS]\n"
+      "\n"
+      "Measures what a KV-cache budget costs: feeds every episode of the traces to the\n"
+      "model message by message, evicts pages down to a budget after every chunk and\n"
+      "decode step with each policy, then asks the episode's probes (a fact planted per\n"
+      "region) from that cache and scores the greedy answers. The full cache is always\n"
+      "run as the ceiling. Prints one table per budget on standard error (a row per\n"
+      "region, a column per policy, recalled/total) and writes every probe's outcome to\n"
+      "RESULTS.json (memdecay-eval(5)). The protocol is in memdecay-calibrate(1), EVAL.\n"
+      "\n"
+      "Options:\n"
+      "      --model DIR          Hugging Face Qwen2/Qwen2.5 checkpoint directory\n"
+      "      --traces FILE        agent traces with probes (memdecay-traces(5))\n"
+      "      --config FILE        memdecay.json: the policy MemDecay evicts by\n"
+      "  -o, --out FILE           the results file to write\n"
+      "      --policies LIST      comma-separated, from full, random, streaming, h2o,\n"
+      "                           memdecay, memdecay-raw (default: all)\n"
+      "      --budget LIST        comma-separated fractions of each episode's length in\n"
+      "                           (0, 1] (default 0.25,0.5)\n"
+      "      --page-size N        eviction granularity in tokens (default: the config's\n"
+      "                           policy.page_size; 1 makes every policy token-granular)\n"
+      "      --plot FILE          also draw recall per region and policy (PNG, SVG or PDF)\n"
+      "      --device NAME        cpu (default), cuda or cuda:N\n"
+      "      --threads N          CPU threads (default: all cores)\n"
+      "      --exact-gemm         CUDA: multiply prompts in float32\n"
+      "      --max-answer-tokens N  greedy tokens per answer (default 32)\n"
+      "      --max-episodes N     evaluate only the first N episodes\n"
+      "      --seed N             seed of the random policy (default 0; episode e uses N+e)\n"
+      "      --skip-invalid       skip (and report) invalid episodes instead of stopping\n"
+      "      --reproducible       leave out the timestamp and timing from RESULTS.json\n"
+      "  -q, --quiet              print nothing on standard error but errors\n"
+      "  -h, --help               this text\n"
+      "\n"
+      "Example (the shipped checkpoint, its golden config and the short traces):\n"
+      "  " MD_PROGRAM " eval --model data/models/qwen2-tiny \\\n"
+      "      --traces data/traces/agent-450.jsonl \\\n"
+      "      --config data/golden/qwen2-tiny-agent-450.json -o eval.json --plot eval.png\n"
+      "\n"
+      "Exit status: 0 on success; 2 for a usage error or invalid input (traces without\n"
+      "probes, a probe's region absent from its episode, a region the config lacks, a\n"
+      "budget outside (0, 1], an unreadable checkpoint or config); 3 when the run failed\n"
+      "(I/O, memory, device).\n",
+      out);
+}
+
+enum {
+  OPT_MODEL = 256, OPT_TRACES, OPT_CONFIG, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
+  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
+  OPT_SKIP_INVALID, OPT_REPRODUCIBLE,
+};
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, OPT_MODEL},
+    {"traces", required_argument, NULL, OPT_TRACES},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"out", required_argument, NULL, 'o'},
+    {"policies", required_argument, NULL, OPT_POLICIES},
+    {"budget", required_argument, NULL, OPT_BUDGET},
+    {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"exact-gemm", no_argument, NULL, OPT_EXACT_GEMM},
+    {"max-answer-tokens", required_argument, NULL, OPT_MAX_ANSWER},
+    {"max-episodes", required_argument, NULL, OPT_MAX_EPISODES},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"skip-invalid", no_argument, NULL, OPT_SKIP_INVALID},
+    {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_policies(const char *text, md_eval_options *o) {
+  char *copy = strdup(text);
+  if (!copy) return md_cli_usage_error(command, "out of memory");
+  o->n_policies = 0;
+  int code = -1;
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    md_policy_kind kind;
+    if (!md_policy_kind_parse(item, &kind)) {
+      code = md_cli_usage_error(command, "unknown policy '%s' (known: full, random, streaming, "
+                                "h2o, memdecay, memdecay-raw)", item);
+      break;
+    }
+    for (size_t i = 0; i < o->n_policies; i++)
+      if (o->policies[i] == kind) code = md_cli_usage_error(command, "policy '%s' is listed twice", item);
+    if (code >= 0) break;
+    if (o->n_policies == MD_EVAL_MAX_POLICIES) {
+      code = md_cli_usage_error(command, "at most %d policies", MD_EVAL_MAX_POLICIES);
+      break;
+    }
+    o->policies[o->n_policies++] = kind;
+  }
+  if (code < 0 && o->n_policies == 0) code = md_cli_usage_error(command, "--policies is empty");
+  free(copy);
+  return code;
+}
+
+static int parse_budgets(const char *text, md_eval_options *o) {
+  char *copy = strdup(text);
+  if (!copy) return md_cli_usage_error(command, "out of memory");
+  o->n_budgets = 0;
+  int code = -1;
+  char *save = NULL;
+  for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    double b = 0;
+    if (!md_cli_parse_double(item, 0.0, 1.0, &b) || b <= 0.0) {
+      code = md_cli_usage_error(command, "--budget: '%s' is not a fraction in (0, 1]", item);
+      break;
+    }
+    for (size_t i = 0; i < o->n_budgets; i++)
+      if (o->budgets[i] == b) code = md_cli_usage_error(command, "--budget: %s is listed twice", item);
+    if (code >= 0) break;
+    if (o->n_budgets == MD_EVAL_MAX_BUDGETS) {
+      code = md_cli_usage_error(command, "at most %d budgets", MD_EVAL_MAX_BUDGETS);
+      break;
+    }
+    o->budgets[o->n_budgets++] = b;
+  }
+  if (code < 0 && o->n_budgets == 0) code = md_cli_usage_error(command, "--budget is empty");
+  free(copy);
+  return code;
+}
+
+static int parse_count(const char *name, const char *text, long min, long max, long *out) {
+  if (!md_cli_parse_long(text, min, max, out))
+    return md_cli_usage_error(command, "%s must be an integer in [%ld, %ld], got '%s'", name, min,
+                              max, text);
+  return -1;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int parse_options(int argc, char **argv, options *opt) {
+  memset(opt, 0, sizeof *opt);
+  md_eval_options_init(&opt->eval);
+  md_eval_options *o = &opt->eval;
+  opterr = 0;
+  optind = 1;
+  int c, code = -1;
+  long value = 0;
+  while ((c = getopt_long(argc, argv, ":o:qh", long_options, NULL)) != -1) {
+    switch (c) {
+      case OPT_MODEL: o->model_dir = optarg; break;
+      case OPT_TRACES: o->traces_path = optarg; break;
+      case OPT_CONFIG: o->config_path = optarg; break;
+      case 'o': opt->out = optarg; break;
+      case OPT_POLICIES: code = parse_policies(optarg, o); break;
+      case OPT_BUDGET: code = parse_budgets(optarg, o); break;
+      case OPT_PAGE_SIZE:
+        if ((code = parse_count("--page-size", optarg, 1, 1 << 20, &value)) < 0) o->page_size = (int)value;
+        break;
+      case OPT_PLOT: opt->plot = optarg; break;
+      case OPT_DEVICE: o->device = optarg; break;
+      case OPT_THREADS:
+        if ((code = parse_count("--threads", optarg, 0, 4096, &value)) < 0) o->threads = (int)value;
+        break;
+      case OPT_EXACT_GEMM: o->exact_gemm = true; break;
+      case OPT_MAX_ANSWER:
+        if ((code = parse_count("--max-answer-tokens", optarg, 1, 4096, &value)) < 0)
+          o->max_answer_tokens = (size_t)value;
+        break;
+      case OPT_MAX_EPISODES:
+        if ((code = parse_count("--max-episodes", optarg, 1, 1L << 30, &value)) < 0)
+          o->max_episodes = (size_t)value;
+        break;
+      case OPT_SEED:
+        if ((code = parse_count("--seed", optarg, 0, 1L << 53, &value)) < 0) o->seed = (uint64_t)value;
+        break;
+      case OPT_SKIP_INVALID: o->skip_invalid = true; break;
+      case OPT_REPRODUCIBLE: opt->reproducible = true; break;
+      case 'q': opt->quiet = true; break;
+      case 'h': print_help(stdout); return MD_EXIT_OK;
+      case ':': return md_cli_usage_error(command, "option '%s' needs a value", argv[optind - 1]);
+      default: return md_cli_usage_error(command, "unknown option '%s'", argv[optind - 1]);
+    }
+    if (code >= 0) return code;
+  }
+  if (optind < argc) return md_cli_usage_error(command, "unexpected argument '%s'", argv[optind]);
+  if (!o->model_dir || !o->traces_path || !o->config_path || !opt->out)
+    return md_cli_usage_error(command, "--model, --traces, --config and -o are required");
+  return -1;
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+static void print_table(const md_eval_results *r) {
+  /* budgets in run order, after the full cache (run 0) */
+  double budgets[MD_EVAL_MAX_RUNS];
+  size_t n_budgets = 0;
+  for (size_t run = 1; run < r->n_runs; run++) {
+    bool seen = false;
+    for (size_t b = 0; b < n_budgets; b++) seen |= budgets[b] == r->run_budget[run];
+    if (!seen) budgets[n_budgets++] = r->run_budget[run];
+  }
+  /* policies in run order */
+  const char *policies[MD_EVAL_MAX_RUNS];
+  size_t n_policies = 0;
+  for (size_t run = 1; run < r->n_runs; run++) {
+    bool seen = false;
+    for (size_t p = 0; p < n_policies; p++) seen |= !strcmp(policies[p], r->run_policy[run]);
+    if (!seen) policies[n_policies++] = r->run_policy[run];
+  }
+  for (size_t b = 0; b < (n_budgets ? n_budgets : 1); b++) {
+    if (n_budgets)
+      fprintf(stderr, "recall at a budget of %g%% of each episode (recalled/total):\n",
+              100.0 * budgets[b]);
+    else
+      fprintf(stderr, "recall with the full cache (recalled/total):\n");
+    fprintf(stderr, "%-22s %-8s", "region", "full");
+    for (size_t p = 0; p < n_policies; p++) fprintf(stderr, " %-12s", policies[p]);
+    fputc('\n', stderr);
+    size_t tot_rec[MD_EVAL_MAX_RUNS] = {0}, tot_all[MD_EVAL_MAX_RUNS] = {0};
+    size_t un_rec[MD_EVAL_MAX_RUNS] = {0}, un_all[MD_EVAL_MAX_RUNS] = {0};
+    for (size_t g = 0; g < r->n_regions; g++) {
+      const md_eval_cell *full = md_eval_cell_at(r, 0, g);
+      if (full->total == 0) continue;
+      char label[64], cell[32];
+      snprintf(label, sizeof label, "%s%s", r->regions[g], r->pinned[g] ? " (pinned)" : "");
+      snprintf(cell, sizeof cell, "%zu/%zu", full->recalled, full->total);
+      fprintf(stderr, "%-22s %-8s", label, cell);
+      for (size_t p = 0; p <= n_policies; p++) {
+        const md_eval_cell *c = full;
+        if (p > 0) {
+          int run = n_budgets ? md_eval_run_index(r, policies[p - 1], budgets[b]) : -1;
+          if (run < 0) continue;
+          c = md_eval_cell_at(r, (size_t)run, g);
+          snprintf(cell, sizeof cell, "%zu/%zu", c->recalled, c->total);
+          fprintf(stderr, " %-12s", cell);
+        }
+        tot_rec[p] += c->recalled;
+        tot_all[p] += c->total;
+        if (!r->pinned[g]) {
+          un_rec[p] += c->recalled;
+          un_all[p] += c->total;
+        }
+      }
+      fputc('\n', stderr);
+    }
+    for (int line = 0; line < 2; line++) {
+      const size_t *rec = line ? un_rec : tot_rec, *all = line ? un_all : tot_all;
+      char cell[32];
+      snprintf(cell, sizeof cell, "%zu/%zu", rec[0], all[0]);
+      fprintf(stderr, "%-22s %-8s", line ? "unpinned" : "all", cell);
+      for (size_t p = 1; p <= n_policies; p++) {
+        snprintf(cell, sizeof cell, "%zu/%zu", rec[p], all[p]);
+        fprintf(stderr, " %-12s", cell);
+      }
+      fputc('\n', stderr);
+    }
+  }
+  size_t flagged = 0;
+  for (size_t g = 0; g < r->n_regions; g++) flagged += md_eval_cell_at(r, 0, g)->flagged;
+  if (flagged)
+    fprintf(stderr, MD_PROGRAM " eval: warning: %zu probes' answers were not found in their "
+            "region's text (flagged in the results: answer_in_region false)\n", flagged);
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static void on_progress(void *context, const md_collect_progress *progress) {
+  md_progress_collect(context, progress);
+}
+
+static void on_warning(void *context, const char *message) { md_progress_warning(context, message); }
+
+static int exit_code_for(const md_error *err) {
+  switch (err->status) {
+    case MD_E_INVALID:
+    case MD_E_FORMAT:
+    case MD_E_UNSUPPORTED:
+      return md_cli_report_input(err);
+    default:
+      return md_cli_report(err);
+  }
+}
+
+int md_cmd_eval(int argc, char **argv) {
+  options opt;
+  int code = parse_options(argc, argv, &opt);
+  if (code >= 0) return code;
+  md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
+  md_progress *bar = md_progress_new(&progress_options);
+  opt.eval.progress = on_progress;
+  opt.eval.on_warning = on_warning;
+  opt.eval.context = bar;
+  md_error err = {0};
+  md_eval_results results;
+  md_status status = md_eval(&opt.eval, &results, &err);
+  md_progress_end(bar);
+  md_progress_free(bar);
+  if (status != MD_OK) return exit_code_for(&err);
+  char created[32];
+  time_t now = time(NULL);
+  struct tm utc;
+  gmtime_r(&now, &utc);
+  strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  results.created = strdup(created);
+  status = md_eval_results_write(opt.out, &results, opt.reproducible, &err);
+  if (status == MD_OK && opt.plot) status = md_plot_eval(opt.plot, &results, &err);
+  if (status == MD_OK && !opt.quiet) {
+    print_table(&results);
+    fprintf(stderr, MD_PROGRAM " eval: %zu episodes in %.1f s; wrote %s%s%s\n",
+            results.n_episodes, results.seconds, opt.out, opt.plot ? " and " : "",
+            opt.plot ? opt.plot : "");
+  }
+  md_eval_results_free(&results);
+  return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
+}
