@@ -1,0 +1,615 @@
+/* runtime/policy: the score formula on a tiny example worked out by hand,
+ * each policy's choice on small hand examples, the invariants (budget met
+ * unless only unevictable pages remain, pinned and newest pages kept,
+ * nothing evicted within budget) for every kind at page sizes 1, 4 and 16,
+ * determinism, argument refusals, and config loading (errors name the file
+ * and the field; the shipped golden config loads). Every expected number is
+ * derived in the comments from the inputs. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/config.h"
+#include "runtime/policy.h"
+#include "tests/test_util.h"
+
+static char *source_path(const char *relative) {
+  const char *root = getenv("MD_SOURCE_ROOT");
+  static char paths[4][1024];
+  static int next = 0;
+  char *path = paths[next++ % 4];
+  snprintf(path, sizeof paths[0], "%s/%s", root ? root : ".", relative);
+  return path;
+}
+
+static char *data_path(const char *name) {
+  char relative[256];
+  snprintf(relative, sizeof relative, "tests/runtime/data/%s", name);
+  return source_path(relative);
+}
+
+static md_policy *make(md_policy_kind kind, const md_policy_config *config, int page_size,
+                       uint64_t seed) {
+  md_policy_options options = {.kind = kind, .page_size = page_size, .seed = seed};
+  md_policy *policy = NULL;
+  md_error err = {0};
+  md_status status = md_policy_new(config, &options, &policy, &err);
+  CHECK_MSG(status == MD_OK, "%s: %s", md_policy_kind_name(kind), err.message);
+  return policy;
+}
+
+static void append(md_policy *policy, int64_t position, int region) {
+  md_error err = {0};
+  CHECK_MSG(md_policy_append(policy, position, region, &err) == MD_OK, "%s", err.message);
+}
+
+static void observe(md_policy *policy, const float *received, int64_t n, int64_t n_queries) {
+  md_error err = {0};
+  CHECK_MSG(md_policy_observe(policy, received, n, n_queries, &err) == MD_OK, "%s", err.message);
+}
+
+/* Evicts and compares the positions with `want` (n_want of them). */
+static void evict_expect(md_policy *policy, int64_t budget, const int64_t *want, int64_t n_want) {
+  const int64_t *got = NULL;
+  int64_t n = -1;
+  md_error err = {0};
+  CHECK_MSG(md_policy_evict(policy, budget, &got, &n, &err) == MD_OK, "%s", err.message);
+  CHECK_MSG(n == n_want, "evicted %lld positions, expected %lld", (long long)n,
+            (long long)n_want);
+  for (int64_t i = 0; i < n && i < n_want; i++) {
+    CHECK_MSG(got[i] == want[i], "evicted[%lld] = %lld, expected %lld", (long long)i,
+              (long long)got[i], (long long)want[i]);
+  }
+}
+
+/* ---- the score formula by hand ------------------------------------------------ */
+
+/* Regions: 0 "sys" pinned; 1 "a" b = 0.8, lambda = ln 2 (exp(-lambda dt) =
+ * 2^-dt); 2 "b" b = 0.4, lambda = 0. tau 1, beta 0.5, alpha 0.5, kappa 2,
+ * page_size 2. */
+static md_policy_region hand_regions[] = {
+    {.name = "sys", .pinned = true, .base_priority = 1.0, .lambda = NAN},
+    {.name = "a", .pinned = false, .base_priority = 0.8, .lambda = 0.69314718055994530942},
+    {.name = "b", .pinned = false, .base_priority = 0.4, .lambda = 0.0},
+};
+static const md_policy_config hand_config = {
+    .page_size = 2, .tau = 1.0, .ewma_beta = 0.5, .alpha = 0.5, .kappa = 2.0,
+    .n_regions = 3, .regions = hand_regions};
+
+/* Prefill positions 0 (sys), 1 (a), 2 (a), 3 (b) as one chunk (steps 1..4;
+ * t = 4), then decode position 4 (b) (step 5). */
+static void hand_feed(md_policy *p) {
+  append(p, 0, 0);
+  append(p, 1, 1);
+  append(p, 2, 1);
+  append(p, 3, 2);
+  /* Column sums of the 4 chunk queries (each row sums to 1: total 4). */
+  const float prefill[4] = {2.0f, 0.75f, 0.75f, 0.5f};
+  observe(p, prefill, 4, 4);
+  append(p, 4, 2);
+  const float decode[5] = {0.125f, 0.25f, 0.125f, 0.0625f, 0.4375f};  /* sums to 1 */
+  observe(p, decode, 5, 1);
+}
+
+static void test_hand_scores(void) {
+  /* Prefill: queries j = 0..3 at slots 0..3 see v = 1, 2, 3, 4 tokens.
+   * u_s = sum over queries j >= s of 1/v_j:
+   *   u_0 = 1 + 1/2 + 1/3 + 1/4 = 25/12, u_1 = 13/12, u_2 = 7/12, u_3 = 1/4.
+   * r_s = received / u_s: r_0 = 2 * 12/25 = 0.96, r_1 = 0.75 * 12/13 = 9/13,
+   *   r_2 = 0.75 * 12/7 = 9/7, r_3 = 0.5 * 4 = 2.
+   * Raw share w_s = received / (4 - s): 0.5, 0.25, 0.375, 0.5.
+   * tau = 1: tokens 2 (9/7) and 3 (2) are refreshed at t = 4; 0 and 1 not.
+   * EWMA (beta 0.5, from 0): e = r / 2: 0.48, 9/26, 9/14, 1;
+   *   e_raw = w / 2: 0.25, 0.125, 0.1875, 0.25.
+   * Decode at t = 5, one query over v = 5 tokens: r = 5 a =
+   *   0.625, 1.25, 0.625, 0.3125, 2.1875; w = a.
+   * Refreshed: token 1 (1.25 >= 1) at 5, token 4 (2.1875; born at 5).
+   * Last refresh: 0 -> 1 (birth), 1 -> 5, 2 -> 4, 3 -> 4, 4 -> 5.
+   * e = e/2 + r/2: e_1 = 9/52 + 0.625, e_2 = 9/28 + 0.3125,
+   *   e_3 = 0.5 + 0.15625 = 0.65625, e_4 = 1.09375.
+   * e_raw = e_raw/2 + a/2: e_raw_1 = 0.0625 + 0.125 = 0.1875,
+   *   e_raw_2 = 0.09375 + 0.0625 = 0.15625, e_raw_3 = 0.125 + 0.03125 =
+   *   0.15625, e_raw_4 = 0.21875.
+   * memdecay, alpha / kappa = 0.25:
+   *   s_0 = +inf (pinned)
+   *   s_1 = 0.8 * 2^0 + 0.25 (9/52 + 0.625)
+   *   s_2 = 0.8 * 2^-1 + 0.25 (9/28 + 0.3125)
+   *   s_3 = 0.4 + 0.25 * 0.65625 = 0.5640625
+   *   s_4 = 0.4 + 0.25 * 1.09375 = 0.6734375
+   * memdecay-raw, alpha 0.5:
+   *   s_1 = 0.8 + 0.5 * 0.1875 = 0.89375, s_2 = 0.4 + 0.5 * 0.15625 =
+   *   0.478125, s_3 = 0.4 + 0.078125 = 0.478125, s_4 = 0.4 + 0.109375 =
+   *   0.509375.
+   * h2o: acc = prefill + decode = 2.125, 1, 0.875, 0.5625, 0.4375. */
+  md_policy *p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
+  md_policy *raw = make(MD_POLICY_MEMDECAY_RAW, &hand_config, 0, 0);
+  md_policy *h2o = make(MD_POLICY_H2O, &hand_config, 0, 0);
+  if (!p || !raw || !h2o) return;
+  hand_feed(p);
+  hand_feed(raw);
+  hand_feed(h2o);
+  CHECK(md_policy_step(p) == 5);
+  CHECK(md_policy_cached_tokens(p) == 5 && md_policy_cached_pages(p) == 3);
+  double s1 = 0.8 + 0.25 * (9.0 / 52 + 0.625);
+  double s2 = 0.4 + 0.25 * (9.0 / 28 + 0.3125);
+  CHECK(isinf(md_policy_token_score(p, 0)) && md_policy_token_score(p, 0) > 0);
+  CHECK_REL(md_policy_token_score(p, 1), s1, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 2), s2, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 3), 0.5640625, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 4), 0.6734375, 1e-12);
+  CHECK(isnan(md_policy_token_score(p, 5)));
+  /* Pages of 2: page 0 = {0, 1} (+inf), page 1 = {2, 3}, page 2 = {4}. */
+  CHECK(isinf(md_policy_page_score(p, 0)));
+  CHECK_REL(md_policy_page_score(p, 1), (s2 + 0.5640625) / 2, 1e-12);
+  CHECK_REL(md_policy_page_score(p, 2), 0.6734375, 1e-12);
+  CHECK(isnan(md_policy_page_score(p, 3)));
+
+  CHECK_REL(md_policy_token_score(raw, 1), 0.89375, 1e-12);
+  CHECK_REL(md_policy_token_score(raw, 2), 0.478125, 1e-12);
+  CHECK_REL(md_policy_token_score(raw, 3), 0.478125, 1e-12);
+  CHECK_REL(md_policy_token_score(raw, 4), 0.509375, 1e-12);
+
+  CHECK_REL(md_policy_token_score(h2o, 0), 2.125, 1e-12);
+  CHECK_REL(md_policy_token_score(h2o, 3), 0.5625, 1e-12);
+  CHECK_REL(md_policy_page_score(h2o, 1), (0.875 + 0.5625) / 2, 1e-12);
+
+  /* One more step without attention (position 5, region a; t = 6): token 1
+   * decays one step, s_1 = 0.8 * 2^-1 + 0.25 e_1; token 2, 2 steps:
+   * 0.8 * 2^-2 + 0.25 e_2. */
+  append(p, 5, 1);
+  CHECK_REL(md_policy_token_score(p, 1), 0.4 + 0.25 * (9.0 / 52 + 0.625), 1e-12);
+  CHECK_REL(md_policy_token_score(p, 2), 0.2 + 0.25 * (9.0 / 28 + 0.3125), 1e-12);
+  /* A new token: dt = 0, e = 0: s_5 = 0.8. */
+  CHECK_REL(md_policy_token_score(p, 5), 0.8, 1e-12);
+
+  /* Budget 2 of pages {0 pinned, 1, 2 newest}: only page 1 may go. */
+  const int64_t want[] = {2, 3};
+  evict_expect(p, 2, want, 2);
+  CHECK(md_policy_cached_pages(p) == 2 && md_policy_cached_tokens(p) == 4);
+  /* Budget 0: nothing more is evictable (page 0 pinned, page 2 newest):
+   * the overshoot shows in the page count. */
+  evict_expect(p, 0, NULL, 0);
+  CHECK(md_policy_cached_pages(p) == 2);
+  /* After an eviction the slots are renumbered: attention on 4 tokens. */
+  append(p, 6, 2);  /* page 3, t = 7 */
+  const float after[5] = {0.5f, 0.125f, 0.125f, 0.125f, 0.125f};
+  observe(p, after, 5, 1);
+  CHECK(md_policy_cached_pages(p) == 3);
+  /* Token 6 (b): r = 0.125 * 5 = 0.625, e = 0.3125: s = 0.4 + 0.25 * 0.3125. */
+  CHECK_REL(md_policy_token_score(p, 6), 0.478125, 1e-12);
+  md_policy_free(p);
+  md_policy_free(raw);
+  md_policy_free(h2o);
+}
+
+/* ---- memdecay with lambda = alpha = 0: base priority, oldest first -------------- */
+
+static void test_base_priority_order(void) {
+  md_policy_region regions[] = {
+      {.name = "x", .base_priority = 0.5, .lambda = 0},
+      {.name = "y", .base_priority = 0.2, .lambda = 0},
+      {.name = "z", .base_priority = 0.9, .lambda = 0},
+  };
+  md_policy_config config = {.page_size = 2, .tau = 1, .ewma_beta = 0.9, .alpha = 0, .kappa = 1,
+                             .n_regions = 3, .regions = regions};
+  md_policy *p = make(MD_POLICY_MEMDECAY, &config, 0, 0);
+  if (!p) return;
+  /* Pages of 2: page 0 = x x (0.5), page 1 = y y (0.2), page 2 = z z (0.9),
+   * page 3 = y y (0.2), page 4 = x y (mean 0.35), page 5 = z (newest). */
+  const int region[] = {0, 0, 1, 1, 2, 2, 1, 1, 0, 1, 2};
+  for (int i = 0; i < 11; i++) append(p, i, region[i]);
+  /* Attention changes nothing (alpha 0, lambda 0): a uniform row. */
+  float row[11];
+  for (int i = 0; i < 11; i++) row[i] = 1.0f / 11;
+  observe(p, row, 11, 1);
+  CHECK_REL(md_policy_page_score(p, 4), 0.35, 1e-12);
+  /* Budget 5 of 6 pages: the lowest, 0.2, is a tie between pages 1 and 3:
+   * the oldest, page 1 (positions 2, 3), goes. */
+  const int64_t first[] = {2, 3};
+  evict_expect(p, 5, first, 2);
+  /* Budget 2 of pages {0: 0.5, 2: 0.9, 3: 0.2, 4: 0.35, 5: newest}: three go,
+   * lowest first: page 3 (0.2), page 4 (0.35), page 0 (0.5); kept: 2 and 5.
+   * Returned ascending: 0 1 6 7 8 9. */
+  const int64_t second[] = {0, 1, 6, 7, 8, 9};
+  evict_expect(p, 2, second, 6);
+  CHECK(md_policy_cached_pages(p) == 2 && md_policy_cached_tokens(p) == 3);
+  CHECK(!isnan(md_policy_token_score(p, 4)) && !isnan(md_policy_token_score(p, 10)));
+  md_policy_free(p);
+}
+
+/* ---- the baselines by hand -------------------------------------------------- */
+
+static void test_streaming(void) {
+  /* page_size 2, 4 sink tokens = pages 0 and 1; positions 0..11 = pages
+   * 0..5. Budget 4: two go, the oldest non-sink pages 2 and 3 (4..7). */
+  md_policy *p = make(MD_POLICY_STREAMING, NULL, 2, 0);
+  if (!p) return;
+  for (int i = 0; i < 12; i++) append(p, i, -1);
+  const int64_t want[] = {4, 5, 6, 7};
+  evict_expect(p, 4, want, 4);
+  /* Two more tokens (page 6): budget 4 again drops page 4 (8, 9). */
+  append(p, 12, -1);
+  append(p, 13, -1);
+  const int64_t next[] = {8, 9};
+  evict_expect(p, 4, next, 2);
+  md_policy_free(p);
+
+  /* page_size 16: the sink page keeps all 16 of its tokens. Positions
+   * 0..47 = pages 0, 1, 2; budget 2 drops page 1 (16..31). */
+  p = make(MD_POLICY_STREAMING, NULL, 16, 0);
+  if (!p) return;
+  for (int i = 0; i < 48; i++) append(p, i, -1);
+  const int64_t *got;
+  int64_t n;
+  md_error err = {0};
+  CHECK(md_policy_evict(p, 2, &got, &n, &err) == MD_OK);
+  CHECK(n == 16 && got[0] == 16 && got[15] == 31);
+  CHECK(!isnan(md_policy_token_score(p, 15)));  /* cached: score 0 */
+  md_policy_free(p);
+
+  /* Token-granular: exactly the 4 sinks and the recent window. Positions
+   * 0..9, budget 6: 4, 5, 6, 7 go. With sink_tokens 2 and budget 3: 2..8 go. */
+  p = make(MD_POLICY_STREAMING, NULL, 1, 0);
+  if (!p) return;
+  for (int i = 0; i < 10; i++) append(p, i, -1);
+  const int64_t token_want[] = {4, 5, 6, 7};
+  evict_expect(p, 6, token_want, 4);
+  md_policy_free(p);
+  md_policy_options options = {.kind = MD_POLICY_STREAMING, .page_size = 1, .sink_tokens = 2};
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_OK);
+  for (int i = 0; i < 10; i++) append(p, i, -1);
+  const int64_t two_sinks[] = {2, 3, 4, 5, 6, 7, 8};
+  evict_expect(p, 3, two_sinks, 7);
+  /* A new sequence starting at position 5 with page_size 1: sinks 5, 6. */
+  md_policy_reset(p, 0);
+  for (int i = 5; i < 10; i++) append(p, i, -1);
+  const int64_t shifted[] = {7, 8};
+  evict_expect(p, 3, shifted, 2);
+  md_policy_free(p);
+}
+
+static void test_h2o(void) {
+  /* page_size 2, positions 0..11 = pages 0..5. One chunk of 12 queries with
+   * column sums giving page means: page 0 (0.25, 0.75) 0.5; page 1 (3, 1) 2;
+   * page 2 (0.5, 0.5) 0.5; page 3 (1, 1) 1; pages 4, 5: 0.5 each.
+   * Budget 3: ceil(3/2) = 2 recent pages (4, 5) kept; the other budget page
+   * goes to the heaviest of 0..3. Three go, lowest mean first: page 0 (0.5,
+   * older of the tie), page 2 (0.5), page 3 (1). Kept: page 1, 4, 5. */
+  md_policy *p = make(MD_POLICY_H2O, NULL, 2, 0);
+  if (!p) return;
+  for (int i = 0; i < 12; i++) append(p, i, -1);
+  const float received[12] = {0.25f, 0.75f, 3, 1, 0.5f, 0.5f, 1, 1, 0.5f, 0.5f, 0.5f, 0.5f};
+  observe(p, received, 12, 12);
+  CHECK_REL(md_policy_page_score(p, 1), 2.0, 1e-12);
+  const int64_t want[] = {0, 1, 4, 5, 6, 7};
+  evict_expect(p, 3, want, 6);
+  /* Budget 1: ceil(1/2) = 1 recent page (5, also the newest), no heavy page:
+   * pages 1 and 4 go (2, 3, 8, 9). */
+  const int64_t rest[] = {2, 3, 8, 9};
+  evict_expect(p, 1, rest, 4);
+  CHECK(md_policy_cached_pages(p) == 1);
+  md_policy_free(p);
+
+  /* Token-granular with accumulation over two queries: positions 0..4 are
+   * appended and the query of position 4 puts 0.1 0.4 0.1 0.2 0.2 on them;
+   * then position 5, whose query puts 0.3 0.1 0.1 0.1 0.2 0.2. acc = 0.4 0.5 0.2 0.3
+   * 0.4 0.2. Budget 4: 2 recent (4, 5), 2 heavy among 0..3: keep 1 (0.5) and
+   * 0 (0.4); 2 (0.2) and 3 (0.3) go. */
+  p = make(MD_POLICY_H2O, NULL, 1, 0);
+  if (!p) return;
+  for (int i = 0; i < 5; i++) append(p, i, -1);
+  const float q1[5] = {0.1f, 0.4f, 0.1f, 0.2f, 0.2f};
+  observe(p, q1, 5, 1);
+  append(p, 5, -1);
+  const float q2[6] = {0.3f, 0.1f, 0.1f, 0.1f, 0.2f, 0.2f};
+  observe(p, q2, 6, 1);
+  const int64_t token_want[] = {2, 3};
+  evict_expect(p, 4, token_want, 2);
+  md_policy_free(p);
+}
+
+static void test_random_and_full(void) {
+  /* page_size 4, positions 0..19 = pages 0..4; budget 4 drops one page of
+   * 0..3 (never 4, the newest). Over 4000 seeds each page should go about
+   * 1000 times: binomial sd sqrt(4000 * 1/4 * 3/4) = 27.4, so +-150 is
+   * 5.5 sd. */
+  md_policy *p = make(MD_POLICY_RANDOM, NULL, 4, 1);
+  if (!p) return;
+  int counts[5] = {0};
+  for (uint64_t seed = 0; seed < 4000; seed++) {
+    md_policy_reset(p, seed);
+    for (int i = 0; i < 20; i++) append(p, i, -1);
+    const int64_t *got;
+    int64_t n;
+    md_error err = {0};
+    CHECK(md_policy_evict(p, 4, &got, &n, &err) == MD_OK);
+    CHECK(n == 4 && got[0] % 4 == 0 && got[3] == got[0] + 3);
+    if (n == 4) counts[got[0] / 4]++;
+  }
+  CHECK(counts[4] == 0);
+  for (int k = 0; k < 4; k++) CHECK_MSG(abs(counts[k] - 1000) < 150, "page %d: %d", k, counts[k]);
+
+  /* Same seed, same choices; reset reproduces them. */
+  int64_t first[3][8], n_first[3];
+  for (int pass = 0; pass < 2; pass++) {
+    md_policy_reset(p, 42);
+    for (int i = 0; i < 40; i++) append(p, i, -1);
+    for (int r = 0; r < 3; r++) {
+      const int64_t *got;
+      int64_t n;
+      md_error err = {0};
+      CHECK(md_policy_evict(p, 8 - 2 * r, &got, &n, &err) == MD_OK);  /* 10 -> 8 -> 6 -> 4 pages */
+      CHECK(n == 8);
+      for (int64_t i = 0; i < n && i < 8; i++) {
+        if (pass == 0) first[r][i] = got[i];
+        else CHECK(first[r][i] == got[i]);
+      }
+      if (pass == 0) n_first[r] = n;
+      else CHECK(n_first[r] == n);
+    }
+  }
+  md_policy_free(p);
+
+  md_policy *full = make(MD_POLICY_FULL, NULL, 1, 0);
+  if (!full) return;
+  for (int i = 0; i < 50; i++) append(full, i, -1);
+  evict_expect(full, 0, NULL, 0);
+  CHECK(md_policy_cached_tokens(full) == 50 && md_policy_cached_pages(full) == 50);
+  md_policy_free(full);
+}
+
+/* ---- invariants, every kind, page sizes 1, 4, 16 ------------------------------- */
+
+static uint64_t lcg(uint64_t *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return *state >> 33;
+}
+
+static void test_invariants(void) {
+  md_policy_region regions[] = {
+      {.name = "system", .pinned = true, .base_priority = 1, .lambda = NAN},
+      {.name = "user", .base_priority = 0.6, .lambda = 0.01},
+      {.name = "scratchpad", .base_priority = 0.3, .lambda = 0.05},
+  };
+  md_policy_config config = {.page_size = 16, .tau = 1, .ewma_beta = 0.9, .alpha = 0.4,
+                             .kappa = 3, .n_regions = 3, .regions = regions};
+  const md_policy_kind kinds[] = {MD_POLICY_FULL, MD_POLICY_RANDOM, MD_POLICY_STREAMING,
+                                  MD_POLICY_H2O, MD_POLICY_MEMDECAY, MD_POLICY_MEMDECAY_RAW};
+  const int page_sizes[] = {1, 4, 16};
+  enum { PROMPT = 300, TOTAL = 2000 };
+  float *received = malloc(TOTAL * sizeof *received);
+  bool *cached = malloc(TOTAL * sizeof *cached);
+  int *region_of = malloc(TOTAL * sizeof *region_of);
+  if (!received || !cached || !region_of) return;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (size_t ps = 0; ps < sizeof page_sizes / sizeof page_sizes[0]; ps++) {
+      int page_size = page_sizes[ps];
+      md_policy *p = make(kinds[k], &config, page_size, 7);
+      if (!p) continue;
+      bool pins = kinds[k] == MD_POLICY_MEMDECAY || kinds[k] == MD_POLICY_MEMDECAY_RAW;
+      int64_t budget = 64 / page_size + 2;  /* about 64 tokens and a bit */
+      uint64_t rng = 12345;
+      int64_t n = 0;
+      memset(cached, 0, TOTAL * sizeof *cached);
+      int failures_before = md_test_failures;
+      for (int64_t pos = 0; pos < TOTAL && md_test_failures == failures_before; pos++) {
+        /* A prompt of system (first 20), user, then decoded scratchpad with
+         * a user or system token now and then. */
+        int region = pos < 20 ? 0 : pos < PROMPT ? 1 : (lcg(&rng) % 10 == 0 ? 0 : 2);
+        region_of[pos] = region;
+        append(p, pos, region);
+        cached[pos] = true;
+        n++;
+        if (pos + 1 < PROMPT) continue;
+        int64_t n_queries = pos + 1 == PROMPT ? PROMPT : 1;
+        for (int64_t s = 0; s < n; s++) received[s] = (float)(lcg(&rng) % 1000) / 1000.0f / (float)n;
+        observe(p, received, n, n_queries);
+        const int64_t *got;
+        int64_t n_got;
+        md_error err = {0};
+        int64_t pages_before = md_policy_cached_pages(p);
+        CHECK_MSG(md_policy_evict(p, budget, &got, &n_got, &err) == MD_OK, "%s", err.message);
+        if (pages_before <= budget) CHECK(n_got == 0);
+        for (int64_t i = 0; i < n_got; i++) {
+          CHECK(i == 0 || got[i] > got[i - 1]);
+          CHECK(got[i] >= 0 && got[i] <= pos && cached[got[i]]);
+          CHECK(got[i] / page_size != pos / page_size);       /* newest page */
+          if (pins) CHECK(region_of[got[i]] != 0);            /* pinned */
+          cached[got[i]] = false;
+        }
+        n -= n_got;
+        CHECK(md_policy_cached_tokens(p) == n);
+        /* The pages left: count them, and the unevictable ones. */
+        int64_t pages = 0, fixed = 0, last_page = -1;
+        bool fixed_page = false;
+        for (int64_t q = 0; q <= pos; q++) {
+          if (!cached[q]) continue;
+          if (q / page_size != last_page) {
+            if (fixed_page) fixed++;
+            pages++;
+            last_page = q / page_size;
+            fixed_page = false;
+          }
+          if ((pins && region_of[q] == 0) || q / page_size == pos / page_size) fixed_page = true;
+        }
+        if (fixed_page) fixed++;
+        CHECK(md_policy_cached_pages(p) == pages);
+        if (kinds[k] == MD_POLICY_FULL) {
+          CHECK(n == pos + 1);
+        } else {
+          /* Within budget, or only unevictable pages beyond it. */
+          CHECK_MSG(pages <= budget || pages == fixed, "%s page %d: %lld pages, %lld fixed",
+                    md_policy_kind_name(kinds[k]), page_size, (long long)pages,
+                    (long long)fixed);
+          if (pages > budget) CHECK(pins);
+        }
+        /* Pinned tokens are all still cached. */
+        if (pins) {
+          for (int64_t q = 0; q <= pos; q++) if (region_of[q] == 0) CHECK(cached[q]);
+        }
+      }
+      md_policy_free(p);
+    }
+  }
+  free(received);
+  free(cached);
+  free(region_of);
+}
+
+/* ---- refusals ----------------------------------------------------------------- */
+
+static void test_refusals(void) {
+  md_error err = {0};
+  md_policy *p = NULL;
+  md_policy_options options = {.kind = MD_POLICY_MEMDECAY};
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK(strstr(err.message, "needs a memdecay.json") != NULL);
+  md_policy_region bad_regions[] = {{.name = "plan", .base_priority = 0.5, .lambda = NAN}};
+  md_policy_config bad = hand_config;
+  bad.n_regions = 1;
+  bad.regions = bad_regions;
+  CHECK(md_policy_new(&bad, &options, &p, &err) == MD_E_INVALID);
+  CHECK_MSG(strstr(err.message, "regions.plan.lambda: null") != NULL, "%s", err.message);
+  bad = hand_config;
+  bad.kappa = 0;
+  CHECK(md_policy_new(&bad, &options, &p, &err) == MD_E_INVALID);
+  CHECK_MSG(strstr(err.message, "policy.attention_norm.kappa: 0 is not a positive number") != NULL,
+            "%s", err.message);
+  options.page_size = -1;
+  CHECK(md_policy_new(&hand_config, &options, &p, &err) == MD_E_INVALID);
+  options.page_size = 0;
+
+  p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
+  if (!p) return;
+  CHECK(md_policy_append(p, 0, -1, &err) == MD_E_INVALID);   /* memdecay needs a region */
+  CHECK(md_policy_append(p, 0, 3, &err) == MD_E_INVALID);    /* 3 regions */
+  append(p, 3, 1);
+  CHECK(md_policy_append(p, 3, 1, &err) == MD_E_INVALID);    /* not increasing */
+  CHECK(strstr(err.message, "position 3 after 3") != NULL);
+  float received[2] = {0.5f, 0.5f};
+  CHECK(md_policy_observe(p, received, 2, 1, &err) == MD_E_INVALID);  /* 1 cached */
+  CHECK(md_policy_observe(p, received, 1, 2, &err) == MD_E_INVALID);  /* 1 appended */
+  received[0] = NAN;
+  CHECK(md_policy_observe(p, received, 1, 1, &err) == MD_E_INVALID);
+  received[0] = -1;
+  CHECK(md_policy_observe(p, received, 1, 1, &err) == MD_E_INVALID);
+  received[0] = 1;
+  observe(p, received, 1, 1);
+  CHECK(md_policy_observe(p, received, 1, 1, &err) == MD_E_INVALID);  /* nothing new */
+  const int64_t *got;
+  int64_t n;
+  CHECK(md_policy_evict(p, -1, &got, &n, &err) == MD_E_INVALID);
+  md_policy_free(p);
+
+  md_policy *h2o = make(MD_POLICY_H2O, &hand_config, 0, 0);
+  if (!h2o) return;
+  append(h2o, 0, -1);   /* region-agnostic: -1 or an index */
+  append(h2o, 1, 2);
+  CHECK(md_policy_append(h2o, 2, 3, &err) == MD_E_INVALID);
+  md_policy_free(h2o);
+
+  md_policy_kind kind;
+  CHECK(md_policy_kind_parse("memdecay-raw", &kind) && kind == MD_POLICY_MEMDECAY_RAW);
+  CHECK(md_policy_kind_parse("streaming", &kind) && kind == MD_POLICY_STREAMING);
+  CHECK(!md_policy_kind_parse("H2O", &kind) && kind == MD_POLICY_STREAMING);
+  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_H2O), "h2o"));
+  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_FULL), "full"));
+  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_RANDOM), "random"));
+  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_MEMDECAY), "memdecay"));
+}
+
+/* ---- config loading ------------------------------------------------------------ */
+
+static void test_config_load(void) {
+  md_policy_config config;
+  md_error err = {0};
+  CHECK_MSG(md_policy_config_load(data_path("good.json"), &config, &err) == MD_OK, "%s",
+            err.message);
+  CHECK(config.page_size == 4 && config.tau == 1.5 && config.ewma_beta == 0.75);
+  CHECK(config.alpha == 0.25 && config.kappa == 2.5 && config.n_regions == 2);
+  if (config.n_regions == 2) {
+    /* system is pinned with lambda null: allowed. */
+    CHECK(!strcmp(config.regions[0].name, "system") && config.regions[0].pinned);
+    CHECK(isnan(config.regions[0].lambda));
+    CHECK(!config.regions[1].pinned && config.regions[1].base_priority == 0.5);
+    CHECK(config.regions[1].lambda == 0.125);
+  }
+  CHECK(md_policy_config_region(&config, "plan") == 1);
+  CHECK(md_policy_config_region(&config, "user") == -1);
+  /* The config's page size is the default. */
+  md_policy *p = make(MD_POLICY_MEMDECAY, &config, 0, 0);
+  if (p) {
+    for (int i = 0; i < 9; i++) append(p, i, 1);
+    CHECK(md_policy_cached_pages(p) == 3);  /* 0..3, 4..7, 8 */
+    md_policy_free(p);
+  }
+  md_policy_config_free(&config);
+
+  const struct {
+    const char *file, *message;
+  } bad[] = {
+      {"missing.json", "missing.json: cannot open"},
+      {"lambda_null.json",
+       "lambda_null.json: regions.plan.lambda: null (not estimable) on an unpinned region"},
+      {"lambda_string.json",
+       "lambda_string.json: regions.plan.lambda: expected a number or null, found a string"},
+      {"lambda_missing.json", "lambda_missing.json: regions.plan.lambda: missing"},
+      {"kappa_null.json", "kappa_null.json: policy.attention_norm.kappa: null"},
+      {"alpha_null.json", "alpha_null.json: policy.alpha: null"},
+      {"tau_string.json", "tau_string.json: policy.tau: expected a number, found a string"},
+      {"page_size_fraction.json",
+       "page_size_fraction.json: policy.page_size: expected an integer, found a fraction"},
+      {"page_size_zero.json", "page_size_zero.json: policy.page_size: 0 is not a positive"},
+      {"beta_one.json", "beta_one.json: policy.ewma_beta: 1 is not in [0, 1)"},
+      {"no_policy.json", "no_policy.json: policy: missing"},
+      {"norm_missing.json", "norm_missing.json: policy.attention_norm: missing"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memset(&config, 0xff, sizeof config);
+    md_status status = md_policy_config_load(data_path(bad[i].file), &config, &err);
+    CHECK_MSG(status != MD_OK, "%s loaded", bad[i].file);
+    CHECK_MSG(strstr(err.message, bad[i].message) != NULL, "%s: %s", bad[i].file, err.message);
+    CHECK(config.n_regions == 0 && config.regions == NULL);
+  }
+
+  /* `check` reads as before: the fields only the runtime needs may be of any
+   * type there (none of these is an error for md_config_read). */
+  const char *lenient[] = {"lambda_string.json", "lambda_missing.json", "tau_string.json",
+                           "page_size_fraction.json", "no_policy.json", "norm_missing.json"};
+  for (size_t i = 0; i < sizeof lenient / sizeof lenient[0]; i++) {
+    md_config_summary summary;
+    CHECK_MSG(md_config_read(data_path(lenient[i]), &summary, &err) == MD_OK, "%s: %s",
+              lenient[i], err.message);
+    md_config_summary_free(&summary);
+  }
+  md_config_summary summary;
+  CHECK(md_config_read(data_path("tau_string.json"), &summary, &err) == MD_OK);
+  CHECK(isnan(summary.tau) && summary.page_size == 4 && summary.ewma_beta == 0.75);
+  if (summary.n_regions == 2) CHECK(summary.regions[1].lambda == 0.125);
+  md_config_summary_free(&summary);
+
+  /* The shipped golden config loads: 7 regions, system pinned. */
+  CHECK_MSG(md_policy_config_load(source_path("data/golden/qwen2-tiny-agent-450.json"), &config,
+                                  &err) == MD_OK, "%s", err.message);
+  CHECK(config.n_regions == 7 && config.page_size == 16);
+  CHECK(md_policy_config_region(&config, "system") == 0 && config.regions[0].pinned);
+  int scratchpad = md_policy_config_region(&config, "scratchpad");
+  CHECK(scratchpad >= 0 && !config.regions[scratchpad].pinned &&
+        isfinite(config.regions[scratchpad].lambda) && config.regions[scratchpad].lambda > 0);
+  CHECK(config.kappa > 0 && isfinite(config.kappa) && config.alpha > 0);
+  md_policy_config_free(&config);
+}
+
+int main(void) {
+  test_hand_scores();
+  test_base_priority_order();
+  test_streaming();
+  test_h2o();
+  test_random_and_full();
+  test_invariants();
+  test_refusals();
+  test_config_load();
+  return md_test_finish("test_policy");
+}
