@@ -182,6 +182,18 @@ static void test_hand_scores(void) {
   md_policy_free(p);
   md_policy_free(raw);
   md_policy_free(h2o);
+
+  /* r = tau exactly refreshes: four tokens of region a (steps 1..4), one
+   * query over v = 4 with a = 0.25 each: r = 1 = tau, so all are refreshed
+   * at t = 4 and e = 0.5 * 1. Token 0: dt = 0, s = 0.8 + 0.25 * 0.5 = 0.925
+   * (unrefreshed it would be 0.8 * 2^-3 + 0.125 = 0.225). */
+  p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
+  if (!p) return;
+  for (int i = 0; i < 4; i++) append(p, i, 1);
+  const float even[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+  observe(p, even, 4, 1);
+  CHECK_REL(md_policy_token_score(p, 0), 0.925, 1e-12);
+  md_policy_free(p);
 }
 
 /* ---- memdecay with lambda = alpha = 0: base priority, oldest first -------------- */
