@@ -9,17 +9,21 @@
 
 #include "calib/cli.h"
 #include "io/config.h"
+#include "io/eval_results.h"
+#include "io/json_fields.h"
 
 typedef struct check_options {
   const char *golden;
   const char *fresh;
   double rtol;
+  long probes;
   bool quiet;
 } check_options;
 
 static void print_help(FILE *out) {
   fputs(
       "Usage: " MD_PROGRAM " check NEW.json --golden GOLDEN.json [--rtol R]\n"
+      "       " MD_PROGRAM " check RESULTS.json --golden GOLDEN-RESULTS.json [--probes N]\n"
       "\n"
       "Compares a config written by '" MD_PROGRAM " fit' (NEW.json) with a golden one\n"
       "and fails when the fitted decay drifted, e.g. after a change of model, prompts\n"
@@ -35,9 +39,16 @@ static void print_help(FILE *out) {
       "  null vs null is ok; null vs a number is drift; a region present on one side\n"
       "  only is drift.\n"
       "\n"
+      "Given eval results (memdecay-eval(5), format memdecay-eval/1, told apart by the\n"
+      "golden file's \"format\"), it compares the recall of every region under every\n"
+      "policy and budget instead: a region whose recalled count moved by more than N\n"
+      "probes (--probes, default 1) drifts, and so does a different probe total, or a\n"
+      "policy, budget or region present on one side only.\n"
+      "\n"
       "Options:\n"
       "      --golden FILE   the reference config (required)\n"
       "      --rtol R        relative tolerance, 0 <= R < 1 (default 0.10)\n"
+      "      --probes N      eval results: recall change allowed per cell (default 1)\n"
       "  -q, --quiet         print only the rows that drifted and the result line\n"
       "  -h, --help          show this help\n"
       "\n"
@@ -49,11 +60,12 @@ static void print_help(FILE *out) {
       out);
 }
 
-enum { OPT_GOLDEN = 256, OPT_RTOL };
+enum { OPT_GOLDEN = 256, OPT_RTOL, OPT_PROBES };
 
 static const struct option long_options[] = {
     {"golden", required_argument, NULL, OPT_GOLDEN},
     {"rtol", required_argument, NULL, OPT_RTOL},
+    {"probes", required_argument, NULL, OPT_PROBES},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -62,6 +74,7 @@ static const struct option long_options[] = {
 /* Returns -1 when the run should go on, else the exit code. */
 static int parse_options(int argc, char **argv, check_options *options) {
   options->rtol = 0.10;
+  options->probes = 1;
   opterr = 0;
   optind = 1;
   int code;
@@ -72,6 +85,10 @@ static int parse_options(int argc, char **argv, check_options *options) {
         if (!md_cli_parse_double(optarg, 0.0, 1.0, &options->rtol) || options->rtol >= 1.0) {
           return md_cli_usage_error("check", "--rtol must be a number in [0, 1), got '%s'", optarg);
         }
+        break;
+      case OPT_PROBES:
+        if (!md_cli_parse_long(optarg, 0, 1L << 30, &options->probes))
+          return md_cli_usage_error("check", "--probes must be a count >= 0, got '%s'", optarg);
         break;
       case 'q': options->quiet = true; break;
       case 'h': print_help(stdout); return MD_EXIT_OK;
@@ -237,8 +254,92 @@ static int run(const check_options *options) {
   return t.drifted ? MD_EXIT_DRIFT : MD_EXIT_OK;
 }
 
+/* ---- eval results ---------------------------------------------------------- */
+
+static void compare_cell(tally *t, const char *policy, double budget, const char *region,
+                         const md_eval_cell *golden, const md_eval_cell *fresh, long probes) {
+  char label[64], golden_text[32], fresh_text[32];
+  snprintf(label, sizeof label, "%s@%g", policy, budget);
+  if (!golden || !fresh) {
+    print_row(t, region, label, golden ? "present" : "missing", fresh ? "present" : "missing",
+              NAN, make_verdict(true, golden ? "missing in new" : "missing in golden"));
+    return;
+  }
+  snprintf(golden_text, sizeof golden_text, "%zu/%zu", golden->recalled, golden->total);
+  snprintf(fresh_text, sizeof fresh_text, "%zu/%zu", fresh->recalled, fresh->total);
+  long moved = (long)fresh->recalled - (long)golden->recalled;
+  verdict v = make_verdict(false, "");
+  if (golden->total != fresh->total) {
+    v = make_verdict(true, "different probe total");
+  } else if (labs(moved) > probes) {
+    v.drift = true;
+    snprintf(v.why, sizeof v.why, "recall moved by %ld probes, more than %ld", moved, probes);
+  }
+  print_row(t, region, label, golden_text, fresh_text,
+            golden->recalled ? (double)moved / (double)golden->recalled : NAN, v);
+}
+
+static int find_eval_region(const md_eval_results *r, const char *name) {
+  for (size_t g = 0; g < r->n_regions; g++)
+    if (!strcmp(r->regions[g], name)) return (int)g;
+  return -1;
+}
+
+static void compare_eval(tally *t, const md_eval_results *golden, const md_eval_results *fresh,
+                         long probes) {
+  for (size_t run = 0; run < golden->n_runs; run++) {
+    int other = md_eval_run_index(fresh, golden->run_policy[run], golden->run_budget[run]);
+    for (size_t g = 0; g < golden->n_regions; g++) {
+      int h = find_eval_region(fresh, golden->regions[g]);
+      compare_cell(t, golden->run_policy[run], golden->run_budget[run], golden->regions[g],
+                   md_eval_cell_at(golden, run, g),
+                   other >= 0 && h >= 0 ? md_eval_cell_at(fresh, (size_t)other, (size_t)h) : NULL,
+                   probes);
+    }
+  }
+  for (size_t run = 0; run < fresh->n_runs; run++) {
+    bool run_known = md_eval_run_index(golden, fresh->run_policy[run], fresh->run_budget[run]) >= 0;
+    for (size_t g = 0; g < fresh->n_regions; g++)
+      if (!run_known || find_eval_region(golden, fresh->regions[g]) < 0)
+        compare_cell(t, fresh->run_policy[run], fresh->run_budget[run], fresh->regions[g], NULL,
+                     md_eval_cell_at(fresh, run, g), probes);
+  }
+}
+
+static int run_eval(const check_options *options) {
+  md_error err = {0};
+  md_eval_results golden, fresh;
+  if (md_eval_results_read(options->golden, &golden, &err) != MD_OK) return md_cli_report_input(&err);
+  if (md_eval_results_read(options->fresh, &fresh, &err) != MD_OK) {
+    md_eval_results_free(&golden);
+    return md_cli_report_input(&err);
+  }
+  tally t = {.quiet = options->quiet};
+  printf("%-12s %-14s %-26s %-12s %8s  %s\n", "region", "policy@budget", "golden", "new",
+         "change", "verdict");
+  compare_eval(&t, &golden, &fresh, options->probes);
+  printf("%s: %zu of %zu comparisons drifted (probes %ld)\n", t.drifted ? "DRIFT" : "OK",
+         t.drifted, t.compared, options->probes);
+  md_eval_results_free(&golden);
+  md_eval_results_free(&fresh);
+  return t.drifted ? MD_EXIT_DRIFT : MD_EXIT_OK;
+}
+
+/* True when the golden file says it holds eval results; anything unreadable
+ * is left to the config reader, whose messages name the problem. */
+static bool is_eval_results(const char *path) {
+  json_t *root = NULL;
+  md_error ignored;
+  if (md_json_load(path, &root, &ignored) != MD_OK) return false;
+  const json_t *format = json_is_object(root) ? json_object_get(root, "format") : NULL;
+  bool eval = json_is_string(format) && !strcmp(json_string_value(format), MD_EVAL_FORMAT);
+  json_decref(root);
+  return eval;
+}
+
 int md_cmd_check(int argc, char **argv) {
   check_options options = {0};
   int exit_code = parse_options(argc, argv, &options);
-  return exit_code >= 0 ? exit_code : run(&options);
+  if (exit_code >= 0) return exit_code;
+  return is_eval_results(options.golden) ? run_eval(&options) : run(&options);
 }
