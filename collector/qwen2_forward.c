@@ -40,7 +40,14 @@ struct md_qwen2_forward {
   md_kbuf *logits;              /* [vocab] of the last token run */
   md_kbuf **cache;              /* [n_layers] each [2][n_kv][capacity][hd] */
   int64_t capacity, max_batch;
-  int64_t pos;                  /* tokens in the cache */
+  /* The sequence: pos is the RoPE position of the next token (tokens
+   * appended so far), len the cache slots in use; slot s holds the token of
+   * original position slot_pos[s] (ascending). Until the first eviction
+   * len == pos and slot_pos[s] == s. */
+  int64_t pos, len;
+  int64_t *slot_pos;            /* [capacity] */
+  int64_t *keep;                /* [capacity] eviction scratch: slots kept */
+  unsigned char *dropped;       /* [capacity] eviction scratch: slot marks */
   bool have_logits;
   md_attn_hook hook;            /* on_row NULL: nobody listens */
   md_qwen2_capture capture;     /* received NULL: no capture */
@@ -137,7 +144,11 @@ static md_status alloc_state(md_qwen2_forward *fw, md_error *err) {
       (s = k->ops->buf_new(k, (size_t)c->vocab_size, &fw->logits, err)))
     return s;
   fw->cache = calloc((size_t)c->num_hidden_layers, sizeof *fw->cache);
-  if (!fw->cache) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  fw->slot_pos = malloc((size_t)fw->capacity * sizeof *fw->slot_pos);
+  fw->keep = malloc((size_t)fw->capacity * sizeof *fw->keep);
+  fw->dropped = calloc((size_t)fw->capacity, 1);
+  if (!fw->cache || !fw->slot_pos || !fw->keep || !fw->dropped)
+    return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
   for (int l = 0; l < c->num_hidden_layers; l++)
     if ((s = k->ops->buf_new(k, 2 * kv_dim * (size_t)fw->capacity, &fw->cache[l], err)) != MD_OK)
       return md_error_prefix(err, "KV cache of %lld positions", (long long)fw->capacity);
@@ -189,12 +200,18 @@ void md_qwen2_forward_free(md_qwen2_forward *fw) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->buf_free(k, bufs[i]);
   for (int l = 0; fw->cache && l < fw->config.num_hidden_layers; l++) k->ops->buf_free(k, fw->cache[l]);
   free(fw->cache);
+  free(fw->slot_pos);
+  free(fw->keep);
+  free(fw->dropped);
   free(fw);
 }
 
 /* ---- one layer ---------------------------------------------------------------- */
 
-/* x += o_proj(attention(rope(q, k), v)) of rmsnorm(x), for n rows at positions pos.. */
+/* x += o_proj(attention(rope(q, k), v)) of rmsnorm(x), for n rows at
+ * positions pos.. (RoPE) stored in slots len.. (cache, attention, capture
+ * and hook: slot coordinates; the cache holds only kept tokens, in order,
+ * so "causal" over slots is causal over the kept positions). */
 static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
   const md_qwen2_config *c = &fw->config;
   const layer_weights *w = &fw->layers[l];
@@ -209,13 +226,13 @@ static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
   op->matmul(k, fw->value, fw->xb, w->v, w->v_bias, n);
   op->rope(k, fw->q, fw->key, n, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
            fw->pos, c->rope_theta);
-  op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->pos, n);
+  op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->len, n);
   const md_qwen2_capture *cap = &fw->capture;
   bool captured = cap->received && l >= cap->layer_begin && l < cap->layer_end;
   md_attn_capture layer_capture = {
       .received = cap->received, .heads = cap->heads,
       .weight = captured ? 1.0f / (float)(cap->layer_end - cap->layer_begin) : 0.0f};
-  op->attention(k, fw->att, fw->q, fw->cache[l], &shape, fw->pos, n,
+  op->attention(k, fw->att, fw->q, fw->cache[l], &shape, fw->len, n,
                 fw->hook.on_row ? &fw->hook : NULL, captured ? &layer_capture : NULL);
   op->matmul(k, fw->xb, fw->att, w->o, NULL, n);
   op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
@@ -247,10 +264,10 @@ static md_status check_tokens(const md_qwen2_forward *fw, const int32_t *tokens,
                    "max_position_embeddings (%d positions)",
                    (long long)n, (long long)fw->pos, (long long)(fw->pos + n - 1),
                    c->max_position_embeddings);
-  if (fw->pos + n > fw->capacity)
+  if (fw->len + n > fw->capacity)
     return md_fail(err, MD_E_INVALID,
                    "qwen2 forward: %lld tokens after %lld exceed the KV cache's capacity of %lld",
-                   (long long)n, (long long)fw->pos, (long long)fw->capacity);
+                   (long long)n, (long long)fw->len, (long long)fw->capacity);
   for (int64_t i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
       return md_fail(err, MD_E_INVALID,
@@ -303,14 +320,19 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
   for (int64_t done = 0; done < n;) {
     int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
     /* A one-token step is bracketed for back ends that record and replay
-     * steps (kernels.h, step_begin). */
-    bool step = n == 1 && !all_logits && fw->k->ops->step_begin && fw->k->ops->step_end;
+     * steps (kernels.h, step_begin), whose contract has one position for
+     * rope, kv_store and attention: only while no eviction has separated
+     * the slot from the position (len == pos). */
+    bool step = n == 1 && !all_logits && fw->len == fw->pos && fw->k->ops->step_begin &&
+                fw->k->ops->step_end;
     if (step) fw->k->ops->step_begin(fw->k, fw->pos);
     forward_chunk(fw, tokens + done, chunk);
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
                      want_last && done + chunk == n, step, err);
     if (s != MD_OK) return s;
+    for (int64_t i = 0; i < chunk; i++) fw->slot_pos[fw->len + i] = fw->pos + i;
     fw->pos += chunk;
+    fw->len += chunk;
     done += chunk;
   }
   fw->have_logits = want_last || all_logits;
@@ -348,6 +370,7 @@ int64_t md_qwen2_capacity(const md_qwen2_forward *fw) { return fw->capacity; }
 
 void md_qwen2_reset(md_qwen2_forward *fw) {
   fw->pos = 0;
+  fw->len = 0;
   fw->have_logits = false;
 }
 
@@ -372,4 +395,124 @@ md_status md_qwen2_set_capture(md_qwen2_forward *fw, const md_qwen2_capture *cap
 void md_qwen2_set_attn_hook(md_qwen2_forward *fw, const md_attn_hook *hook) {
   if (hook) fw->hook = *hook;
   else memset(&fw->hook, 0, sizeof fw->hook);
+}
+
+/* ---- eviction and rollback -------------------------------------------------------- */
+
+int64_t md_qwen2_cached(const md_qwen2_forward *fw) { return fw->len; }
+
+const int64_t *md_qwen2_slot_positions(const md_qwen2_forward *fw) { return fw->slot_pos; }
+
+/* The slot holding original position `position`, or -1 (slot_pos ascends). */
+static int64_t slot_of(const md_qwen2_forward *fw, int64_t position) {
+  int64_t lo = 0, hi = fw->len;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (fw->slot_pos[mid] < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < fw->len && fw->slot_pos[lo] == position ? lo : -1;
+}
+
+/* Without the back end's kv_compact: the whole cache of each layer through
+ * host memory (correct, slow; a back end should provide kv_compact). */
+static md_status compact_through_host(md_qwen2_forward *fw, int64_t n_keep, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  md_kernels *k = fw->k;
+  size_t hd = (size_t)c->head_dim, cap = (size_t)fw->capacity;
+  size_t planes = 2 * (size_t)c->num_key_value_heads, floats = planes * cap * hd;
+  float *host = malloc(floats * sizeof *host);
+  if (!host) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory for the KV cache's copy");
+  md_status s = MD_OK;
+  for (int l = 0; l < c->num_hidden_layers && s == MD_OK; l++) {
+    s = k->ops->buf_read(k, fw->cache[l], 0, floats, host, err);
+    for (size_t p = 0; s == MD_OK && p < planes; p++)
+      for (int64_t j = 0; j < n_keep; j++)
+        if (fw->keep[j] != j)
+          memcpy(host + (p * cap + (size_t)j) * hd, host + (p * cap + (size_t)fw->keep[j]) * hd,
+                 hd * sizeof *host);
+    if (s == MD_OK) s = k->ops->buf_write(k, fw->cache[l], 0, floats, host, err);
+  }
+  free(host);
+  return s;
+}
+
+md_status md_qwen2_evict(md_qwen2_forward *fw, const int64_t *positions, int64_t n, md_error *err) {
+  if (n < 0 || (n > 0 && !positions))
+    return md_fail(err, MD_E_INVALID, "qwen2 forward: evict: %lld positions%s", (long long)n,
+                   n < 0 ? " (a negative count)" : " without an array");
+  /* Check everything before changing anything: marks go into `dropped`
+   * and are cleared again on a refusal. */
+  md_status s = MD_OK;
+  int64_t i = 0;
+  for (; i < n; i++) {
+    int64_t slot = slot_of(fw, positions[i]);
+    if (slot < 0) {
+      s = md_fail(err, MD_E_INVALID,
+                  "qwen2 forward: evict: position %lld is not in the cache (%lld tokens run, "
+                  "%lld cached)",
+                  (long long)positions[i], (long long)fw->pos, (long long)fw->len);
+      break;
+    }
+    if (fw->dropped[slot]) {
+      s = md_fail(err, MD_E_INVALID, "qwen2 forward: evict: position %lld is listed twice",
+                  (long long)positions[i]);
+      break;
+    }
+    fw->dropped[slot] = 1;
+  }
+  if (s != MD_OK) {
+    for (int64_t j = 0; j < i; j++) fw->dropped[slot_of(fw, positions[j])] = 0;
+    return s;
+  }
+  if (n == 0) return MD_OK;
+  int64_t n_keep = 0;
+  for (int64_t slot = 0; slot < fw->len; slot++) {
+    if (!fw->dropped[slot]) fw->keep[n_keep++] = slot;
+    fw->dropped[slot] = 0;
+  }
+  md_kernels *k = fw->k;
+  const md_qwen2_config *c = &fw->config;
+  if (k->ops->kv_compact) {
+    md_attn_shape shape = {.n_heads = c->num_attention_heads, .n_kv_heads = c->num_key_value_heads,
+                           .head_dim = c->head_dim, .capacity = fw->capacity};
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+      shape.layer = l;
+      k->ops->kv_compact(k, fw->cache[l], &shape, fw->keep, n_keep);
+    }
+    s = k->ops->sync(k, err);
+  } else {
+    s = compact_through_host(fw, n_keep, err);
+  }
+  /* The bookkeeping follows the cache even on a device failure (the cache
+   * is then unreliable anyway; the caller sees the error). */
+  for (int64_t j = 0; j < n_keep; j++) fw->slot_pos[j] = fw->slot_pos[fw->keep[j]];
+  fw->len = n_keep;
+  return s;
+}
+
+md_qwen2_mark md_qwen2_mark_get(const md_qwen2_forward *fw) {
+  return (md_qwen2_mark){.pos = fw->pos, .cached = fw->len};
+}
+
+md_status md_qwen2_rollback(md_qwen2_forward *fw, const md_qwen2_mark *mark, md_error *err) {
+  int64_t c = mark->cached;
+  if (mark->pos < 0 || mark->pos > fw->pos || c < 0 || c > mark->pos)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: rollback to position %lld with %lld cached: not a mark of this "
+                   "sequence (%lld tokens run)",
+                   (long long)mark->pos, (long long)c, (long long)fw->pos);
+  /* The slots below the mark are intact exactly when slot c - 1 still holds
+   * a token from before the mark: slots only ever lose tokens (the rest move
+   * down in order), and tokens appended since have positions >= mark->pos. */
+  if (fw->len < c || (c > 0 && fw->slot_pos[c - 1] >= mark->pos))
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: rollback to position %lld: an eviction since the mark removed "
+                   "tokens it had cached",
+                   (long long)mark->pos);
+  if (fw->pos == mark->pos) return MD_OK; /* nothing run since the mark */
+  fw->pos = mark->pos;
+  fw->len = c;
+  fw->have_logits = false; /* the last token run is gone */
+  return MD_OK;
 }

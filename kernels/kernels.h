@@ -146,9 +146,26 @@ typedef struct md_kernel_ops {
   void (*rope)(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads,
                int n_kv_heads, int head_dim, int64_t pos0, double theta);
   /* Writes the keys and values [n, n_kv_heads * head_dim] of positions
-   * pos0 .. pos0 + n - 1 into one layer's cache buffer. */
+   * pos0 .. pos0 + n - 1 into one layer's cache buffer. Here and in
+   * attention a "position" is a cache slot; rope's positions are the
+   * tokens' own. They are the same number until the forward pass evicts
+   * tokens (kv_compact), after which slots run behind positions. */
   void (*kv_store)(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
                    const md_attn_shape *shape, int64_t pos0, int64_t n);
+  /* Moves the slots keep[0 .. n_keep-1] (host memory, strictly ascending
+   * slot indices below the capacity) of one layer's cache buffer to slots
+   * 0 .. n_keep-1, keys and values of every KV head alike: what eviction
+   * does (collector/qwen2_forward.h, md_qwen2_evict). Slots from n_keep on
+   * are left undefined. Since keep ascends, keep[j] >= j: a slot is read
+   * before any write lands on it when the slots are moved in order, so the
+   * CPU back end works in place; a device back end whose threads run in
+   * any order gathers through scratch memory. A back end may skip the
+   * leading slots with keep[j] == j. Never part of a recorded step
+   * (step_begin): it is called between steps. Optional: NULL makes the
+   * forward pass copy the cache through buf_read and buf_write (correct,
+   * slow). Bad indices are a failure reported by the next sync. */
+  void (*kv_compact)(md_kernels *k, md_kbuf *cache, const md_attn_shape *shape,
+                     const int64_t *keep, int64_t n_keep);
   /* Causal GQA attention of the queries q [n, n_heads * head_dim] at
    * positions pos0 .. pos0 + n - 1 against the cache (which must already
    * hold positions 0 .. pos0 + n - 1): out [n, n_heads * head_dim]. Scores
@@ -175,7 +192,8 @@ typedef struct md_kernel_ops {
   /* --- decode steps (optional: NULL when a back end has no use for them) -- */
   /* The forward pass brackets each one-token step with these: step_begin
    * before the step's first operation, with the step's position (pos0 of
-   * its rope, kv_store and attention calls), step_end after its last (the
+   * its rope, kv_store and attention calls, which are equal: the forward
+   * pass brackets no step after an eviction), step_end after its last (the
    * logits) and before it synchronises. A back end may record the step's
    * operations once and replay the recording in later steps (the CUDA back
    * end's graphs); it compares the operations and their arguments with the

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,28 @@ static void cpu_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, cons
     }
 }
 
+/* In place, slot by slot in ascending order: keep[j] >= j, so the source
+ * of every move is still unwritten (kernels.h). */
+static void cpu_kv_compact(md_kernels *k, md_kbuf *cache, const md_attn_shape *s,
+                           const int64_t *keep, int64_t n_keep) {
+  cpu_kernels *c = cpu(k);
+  size_t hd = (size_t)s->head_dim, cap = (size_t)s->capacity, planes = 2 * (size_t)s->n_kv_heads;
+  bool ok = n_keep >= 0 && (size_t)n_keep <= cap && planes * cap * hd <= cache->n;
+  for (int64_t j = 0; ok && j < n_keep; j++)
+    ok = keep[j] >= (j ? keep[j - 1] + 1 : 0) && (size_t)keep[j] < cap;
+  if (!ok) {
+    defer(c, MD_E_INVALID);
+    return;
+  }
+  int64_t first = 0;
+  while (first < n_keep && keep[first] == first) first++;
+  for (size_t p = 0; p < planes; p++) {
+    float *plane = cache->data + p * cap * hd;
+    for (int64_t j = first; j < n_keep; j++)
+      memcpy(plane + (size_t)j * hd, plane + (size_t)keep[j] * hd, hd * sizeof(float));
+  }
+}
+
 static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
                           const md_attn_shape *shape, int64_t pos0, int64_t n,
                           const md_attn_hook *hook, const md_attn_capture *capture) {
@@ -369,6 +392,7 @@ static const md_kernel_ops cpu_ops = {
   .matmul = cpu_matmul,
   .rope = cpu_rope,
   .kv_store = cpu_kv_store,
+  .kv_compact = cpu_kv_compact,
   .attention = cpu_attention,
   .swiglu = cpu_swiglu,
   .add = cpu_add,

@@ -72,9 +72,11 @@ void *md_cuda_scratch_get(md_cuda_kernels *c, md_cuda_scratch *s, size_t bytes, 
   if (s->bytes >= bytes) return s->ptr;
   size_t grown = s->bytes + s->bytes / 2; /* geometric: decode scratch grows a key at a time */
   if (grown < bytes) grown = bytes;
-  /* Queued kernels may still use the old block. */
+  /* Queued kernels may still use the old block, and recorded steps hold
+   * its address. */
   if (s->ptr && (!CHECK(c, cudaStreamSynchronize(c->ctx.stream)) || !CHECK(c, cudaFree(s->ptr))))
     return NULL;
+  if (s->ptr) md_cuda_graphs_forget(c);
   s->ptr = NULL;
   s->bytes = 0;
   void *ptr = NULL;
@@ -441,7 +443,10 @@ const float *md_cuda_rope_table(md_cuda_kernels *c, int head_dim, double theta) 
   for (int i = 0; i < half; i++) host[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
   const float *result = NULL;
   if (CHECK(c, cudaStreamSynchronize(c->ctx.stream))) { /* the old table may still be in use */
-    if (c->inv_freq) cudaFree(c->inv_freq);
+    if (c->inv_freq) {
+      cudaFree(c->inv_freq);
+      md_cuda_graphs_forget(c); /* recorded steps read the old table */
+    }
     c->inv_freq = NULL;
     if (CHECK(c, cudaMalloc((void **)&c->inv_freq, (size_t)half * sizeof(float))) &&
         CHECK(c, cudaMemcpy(c->inv_freq, host, (size_t)half * sizeof(float), cudaMemcpyHostToDevice))) {
@@ -514,6 +519,48 @@ static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, con
   md_cuda_guard_write(c, cache);
   md_cuda_kv_store(&c->ctx, cache->data, key->data, value->data, s->n_kv_heads, s->head_dim,
                    s->capacity, pos0, c->capturing ? c->step_pos_dev : NULL, n);
+}
+
+/* Through scratch: the kept rows (from the first that moves) are gathered
+ * out of the cache, then copied back to their new slots, two launches that
+ * are correct whatever order their blocks run in. The indices go through
+ * cudaMemcpyAsync from pageable memory, which returns once they are staged.
+ * Called between steps, never logged (kernels.h). */
+static void cuda_kv_compact(md_kernels *k, md_kbuf *cache, const md_attn_shape *s,
+                            const int64_t *keep, int64_t n_keep) {
+  md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
+  const int64_t cap = s->capacity;
+  bool ok = n_keep >= 0 && n_keep <= cap && s->n_kv_heads > 0 && s->head_dim > 0;
+  for (int64_t j = 0; ok && j < n_keep; j++) ok = keep[j] >= (j ? keep[j - 1] + 1 : 0) && keep[j] < cap;
+  if (!ok) {
+    md_cuda_fail(&c->ctx, MD_E_INVALID,
+                 "cuda kernels: kv_compact: %lld slots to keep are not ascending slots below the "
+                 "capacity %lld",
+                 (long long)n_keep, (long long)cap);
+    return;
+  }
+  const int planes = 2 * s->n_kv_heads;
+  const size_t hd = (size_t)s->head_dim;
+  if (!md_cuda_fits(c, "kv_compact", "cache", cache, (size_t)planes * (size_t)cap * hd) ||
+      !md_cuda_enter(c))
+    return;
+  int64_t first = 0;
+  while (first < n_keep && keep[first] == first) first++;
+  const int64_t moved = n_keep - first;
+  if (moved == 0) return;
+  float *rows = md_cuda_scratch_get(c, &c->compact, (size_t)planes * (size_t)moved * hd * sizeof(float),
+                                    "KV cache compaction");
+  int64_t *index = md_cuda_scratch_get(c, &c->compact_rows, (size_t)moved * sizeof(int64_t),
+                                       "KV cache compaction indices");
+  if (!rows || !index) return;
+  md_cuda_guard_write(c, cache);
+  if (!CHECK(c, cudaMemcpyAsync(index, keep + first, (size_t)moved * sizeof(int64_t),
+                                cudaMemcpyHostToDevice, c->ctx.stream)))
+    return;
+  md_cuda_rows_gather(&c->ctx, rows, moved, cache->data, cap, index, moved, planes, s->head_dim);
+  md_cuda_rows_gather(&c->ctx, cache->data + (size_t)first * hd, cap, rows, moved, NULL, moved, planes,
+                      s->head_dim);
 }
 
 /* swiglu (gate = silu(gate) * up) and add (x += y): in place on `out`, with
@@ -609,7 +656,8 @@ static void cuda_destroy(md_kernels *k) {
     if (c->slots[i].ready) cudaEventDestroy(c->slots[i].ready);
     if (c->slots[i].done) cudaEventDestroy(c->slots[i].done);
   }
-  md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles, &c->attn, &c->hook_rows, &c->norm_row, &c->tokens};
+  md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles, &c->attn,    &c->hook_rows,
+                                &c->norm_row, &c->tokens,    &c->compact, &c->compact_rows};
   for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) scratch_free(scratch[i]);
   while (c->uploads) { /* weights the caller did not free */
     md_cuda_upload *next = c->uploads->next;
@@ -648,6 +696,7 @@ static const md_kernel_ops cuda_ops = {
   .matmul = md_cuda_op_matmul,
   .rope = cuda_rope,
   .kv_store = cuda_kv_store,
+  .kv_compact = cuda_kv_compact,
   .attention = md_cuda_op_attention,
   .swiglu = cuda_swiglu,
   .add = cuda_add,

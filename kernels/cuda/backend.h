@@ -119,6 +119,8 @@ typedef struct md_cuda_kernels {
   md_cuda_scratch hook_rows;  /* attention rows for the hook */
   md_cuda_scratch norm_row;   /* logits: the normalised row */
   md_cuda_scratch tokens;     /* embed: token ids */
+  md_cuda_scratch compact;    /* kv_compact: the kept slots' rows */
+  md_cuda_scratch compact_rows; /* kv_compact: their indices */
   float *hook_host;           /* host copy of hook rows */
   size_t hook_host_floats;
   int32_t *tokens_pinned;     /* embed: staging of the token ids */
@@ -181,6 +183,10 @@ static inline void md_cuda_op_init(md_cuda_op *op, md_cuda_op_kind kind) {
   op->kind = kind;
 }
 void md_cuda_graphs_free(md_cuda_kernels *c);
+/* Drops every recorded step: a graph holds the device addresses of the
+ * scratch and tables it ran with, so when one of them moves (it grew) the
+ * recordings are stale. */
+void md_cuda_graphs_forget(md_cuda_kernels *c);
 /* Runs a step's logged operations now (no recording): what buffer reads
  * and writes, synchronisation and memory management do when called inside
  * a step, so that they see the operations queued before them. */

@@ -83,6 +83,12 @@ void md_cuda_rope(md_cuda_ctx *ctx, float *q, float *k, const float *inv_freq, i
 void md_cuda_kv_store(md_cuda_ctx *ctx, float *cache, const float *key, const float *value,
                       int n_kv_heads, int head_dim, int64_t capacity, int64_t pos0,
                       const int64_t *pos_dev, int64_t n);
+/* For planes p < `planes` of head_dim-float rows: dst row j of plane p =
+ * src row rows[j] (device memory; NULL: row j) of plane p, j < n; planes
+ * hold dst_rows and src_rows rows. dst and src must not overlap. */
+void md_cuda_rows_gather(md_cuda_ctx *ctx, float *dst, int64_t dst_rows, const float *src,
+                         int64_t src_rows, const int64_t *rows, int64_t n, int planes,
+                         int head_dim);
 /* gate = silu(gate) * up. */
 void md_cuda_swiglu(md_cuda_ctx *ctx, float *gate, const float *up, size_t count);
 /* x += y. */

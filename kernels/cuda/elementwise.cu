@@ -1,5 +1,5 @@
 // Per-element and per-row kernels: embedding, RMSNorm, RoPE, KV-cache
-// stores, SwiGLU, residual add, bias rows, dtype conversions and argmax.
+// stores and compaction, SwiGLU, residual add, bias rows, dtype conversions and argmax.
 //
 // They compute what the CPU back end computes, in the same order where the
 // order decides the rounding: products and sums that the CPU code writes as
@@ -86,6 +86,22 @@ __global__ void kv_store_kernel(float *cache, const float *key, const float *val
       cache[dst + d] = key[src + d];
       cache[values_offset + dst + d] = value[src + d];
     }
+  }
+}
+
+// grid (rows, planes): row j of plane p of dst = row rows[j] (rows NULL: j)
+// of plane p of src; a plane is one KV head's keys or values, dst_rows and
+// src_rows the rows per plane. Eviction's compaction runs it twice, cache to
+// scratch with the kept slots, then scratch to cache: the gather's reads and
+// writes never overlap, whatever order the blocks run in.
+__global__ void rows_gather_kernel(float *dst, int64_t dst_rows, const float *src, int64_t src_rows,
+                                   const int64_t *rows, int64_t n, int head_dim) {
+  const size_t plane = blockIdx.y;
+  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
+    const int64_t from = rows ? rows[j] : j;
+    const float *s = src + (plane * (size_t)src_rows + (size_t)from) * (size_t)head_dim;
+    float *d = dst + (plane * (size_t)dst_rows + (size_t)j) * (size_t)head_dim;
+    for (int i = threadIdx.x; i < head_dim; i += blockDim.x) d[i] = s[i];
   }
 }
 
@@ -211,6 +227,16 @@ extern "C" void md_cuda_kv_store(md_cuda_ctx *ctx, float *cache, const float *ke
   unsigned block = head_dim < 256 ? (unsigned)((head_dim + 31) / 32 * 32) : 256u;
   MD_LAUNCH(ctx, kv_store_kernel, dim3(rows, (unsigned)n_kv_heads), block, 0, cache, key, value,
             n_kv_heads, head_dim, capacity, pos0, pos_dev, n);
+}
+
+extern "C" void md_cuda_rows_gather(md_cuda_ctx *ctx, float *dst, int64_t dst_rows, const float *src,
+                                    int64_t src_rows, const int64_t *rows, int64_t n, int planes,
+                                    int head_dim) {
+  if (n <= 0 || planes <= 0) return;
+  unsigned grid = n < 65536 ? (unsigned)n : 65536u;
+  unsigned block = head_dim < 256 ? (unsigned)((head_dim + 31) / 32 * 32) : 256u;
+  MD_LAUNCH(ctx, rows_gather_kernel, dim3(grid, (unsigned)planes), block, 0, dst, dst_rows, src,
+            src_rows, rows, n, head_dim);
 }
 
 extern "C" void md_cuda_swiglu(md_cuda_ctx *ctx, float *gate, const float *up, size_t count) {

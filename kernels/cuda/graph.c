@@ -16,7 +16,12 @@
  * operations are not one-token decode operations at the step's position,
  * is run as logged, without recording. Scratch memory is reserved before a
  * capture, and buffers with pending overlapped reads are guarded before a
- * launch, since neither may happen inside a graph. */
+ * launch, since neither may happen inside a graph. When scratch memory or
+ * the RoPE table is reallocated (it grew, e.g. for a later prefill chunk)
+ * the recordings, which hold its old address, are dropped and recorded
+ * again. The forward pass brackets no step after an eviction (slots then
+ * run behind positions, and a recording has one position for rope,
+ * kv_store and attention); kv_compact is never logged. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +234,10 @@ void md_cuda_flush_log(md_cuda_kernels *c) {
   if (!c->logging) return;
   c->logging = false;
   run_log(c, c->log, c->log_n);
+}
+
+void md_cuda_graphs_forget(md_cuda_kernels *c) {
+  for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) graph_release(&c->graph_cache[i]);
 }
 
 void md_cuda_graphs_free(md_cuda_kernels *c) {

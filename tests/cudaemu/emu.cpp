@@ -23,7 +23,8 @@
 // Memory. cudaMalloc places each allocation so that it ends at a
 // PROT_NONE guard page (an access past the end faults at once); the bytes
 // between the requested size and the 256-byte alignment hold a canary
-// checked by cudaFree. Streams and events exist but everything runs at
+// checked by cudaFree. Freed memory stays reserved and inaccessible (never
+// handed out again), so a use after free faults too. Streams and events exist but everything runs at
 // once, in order, so the emulation cannot find errors of stream ordering.
 //
 // cuBLAS. cublasGemmEx is a plain loop accumulating in double (TF32 rounds
@@ -452,11 +453,17 @@ cudaError_t cudaFree(void *ptr) {
     return cudaErrorInvalidValue;
   }
   bool intact = check_canary(ptr, it->second);
-  allocated -= it->second.size;
-  munmap(it->second.base, it->second.mapped);
+  const allocation freed = it->second;
+  allocated -= freed.size;
   allocations.erase(it);
+  // Quarantine: the pages are released but the addresses stay reserved and
+  // inaccessible, so a stale pointer (a recorded graph that outlived its
+  // scratch) faults instead of reaching a later allocation at the same place.
+  if (mmap(freed.base, freed.mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+           -1, 0) == MAP_FAILED)
+    munmap(freed.base, freed.mapped);
   if (!intact) {
-    std::fprintf(stderr, "cudaemu: a kernel wrote past the end of a %zu-byte allocation\n", it->second.size);
+    std::fprintf(stderr, "cudaemu: a kernel wrote past the end of a %zu-byte allocation\n", freed.size);
     return cudaErrorIllegalAddress;
   }
   return cudaSuccess;

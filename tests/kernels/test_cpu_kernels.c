@@ -454,6 +454,42 @@ static void test_attention(md_kernels *k) {
   free(log.weights);
 }
 
+/* kv_compact: the kept slots move down in order, keys and values of every
+ * KV head, in place; bad slot lists are reported by sync and change nothing. */
+static void test_kv_compact(md_kernels *k) {
+  enum { KV = 2, CAP = 9, HD = 4, FLOATS = 2 * KV * CAP * HD };
+  md_attn_shape shape = {.n_heads = 4, .n_kv_heads = KV, .head_dim = HD, .capacity = CAP};
+  float data[FLOATS], got[FLOATS];
+  for (int i = 0; i < FLOATS; i++) data[i] = (float)i;
+  md_kbuf *cache = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, FLOATS, &cache, &err) == MD_OK);
+  CHECK(k->ops->buf_write(k, cache, 0, FLOATS, data, &err) == MD_OK);
+  const int64_t keep[] = {0, 1, 3, 4, 7, 8}; /* slots 2, 5, 6 go */
+  const int n_keep = 6;
+  k->ops->kv_compact(k, cache, &shape, keep, n_keep);
+  CHECK(k->ops->sync(k, &err) == MD_OK);
+  CHECK(k->ops->buf_read(k, cache, 0, FLOATS, got, &err) == MD_OK);
+  int wrong = 0;
+  for (int plane = 0; plane < 2 * KV; plane++)
+    for (int j = 0; j < n_keep; j++)
+      for (int d = 0; d < HD; d++)
+        wrong += got[(plane * CAP + j) * HD + d] != data[(plane * CAP + (int)keep[j]) * HD + d];
+  CHECK(wrong == 0);
+  const int64_t unsorted[] = {0, 2, 1}, duplicate[] = {1, 1}, beyond[] = {0, CAP};
+  const int64_t *bad[] = {unsorted, duplicate, beyond};
+  const int64_t n_bad[] = {3, 2, 2};
+  for (int i = 0; i < 3; i++) {
+    float before[FLOATS];
+    CHECK(k->ops->buf_read(k, cache, 0, FLOATS, before, &err) == MD_OK);
+    k->ops->kv_compact(k, cache, &shape, bad[i], n_bad[i]);
+    CHECK(k->ops->sync(k, &err) == MD_E_INVALID);
+    CHECK(k->ops->buf_read(k, cache, 0, FLOATS, got, &err) == MD_OK);
+    CHECK(memcmp(got, before, sizeof got) == 0);
+  }
+  k->ops->buf_free(k, cache);
+}
+
 static void test_backend(int portable) {
   md_cpu_options options = {.threads = 2, .portable = portable};
   md_kernels *k = NULL;
@@ -465,6 +501,7 @@ static void test_backend(int portable) {
   test_elementwise(k);
   test_rope(k);
   test_attention(k);
+  test_kv_compact(k);
   md_kernels_free(k);
   md_cpu_options negative = {.threads = -1};
   CHECK(md_kernels_cpu_new(&negative, &k, &err) == MD_E_INVALID);
