@@ -214,6 +214,29 @@ static int parse_options(int argc, char **argv, options *opt) {
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
+/* The share of the answers' tokens still cached when the questions were
+ * asked, per region and policy at one budget: what each policy kept,
+ * whatever the model then made of it. */
+static void print_retention(const md_eval_results *r, const char *const *policies,
+                            size_t n_policies, double budget) {
+  fprintf(stderr, "answer tokens still cached at %g%%:\n", 100.0 * budget);
+  for (size_t g = 0; g < r->n_regions; g++) {
+    if (md_eval_cell_at(r, 0, g)->total == 0) continue;
+    char label[64];
+    snprintf(label, sizeof label, "%s%s", r->regions[g], r->pinned[g] ? " (pinned)" : "");
+    fprintf(stderr, "%-22s %-8s", label, "");
+    for (size_t p = 0; p < n_policies; p++) {
+      int run = md_eval_run_index(r, policies[p], budget);
+      const md_eval_cell *c = run >= 0 ? md_eval_cell_at(r, (size_t)run, g) : NULL;
+      char cell[32] = "-";
+      if (c && c->answer_tokens)
+        snprintf(cell, sizeof cell, "%.0f%%", 100.0 * (double)c->answer_kept / (double)c->answer_tokens);
+      fprintf(stderr, " %-12s", cell);
+    }
+    fputc('\n', stderr);
+  }
+}
+
 static void print_table(const md_eval_results *r) {
   /* budgets in run order, after the full cache (run 0) */
   double budgets[MD_EVAL_MAX_RUNS];
@@ -278,6 +301,7 @@ static void print_table(const md_eval_results *r) {
       }
       fputc('\n', stderr);
     }
+    if (n_budgets) print_retention(r, policies, n_policies, budgets[b]);
   }
   size_t flagged = 0;
   for (size_t g = 0; g < r->n_regions; g++) flagged += md_eval_cell_at(r, 0, g)->flagged;
