@@ -17,6 +17,7 @@ typedef struct check_options {
   const char *fresh;
   double rtol;
   long probes;
+  double retention;
   bool quiet;
 } check_options;
 
@@ -24,6 +25,7 @@ static void print_help(FILE *out) {
   fputs(
       "Usage: " MD_PROGRAM " check NEW.json --golden GOLDEN.json [--rtol R]\n"
       "       " MD_PROGRAM " check RESULTS.json --golden GOLDEN-RESULTS.json [--probes N]\n"
+      "                  [--retention D]\n"
       "\n"
       "Compares a config written by '" MD_PROGRAM " fit' (NEW.json) with a golden one\n"
       "and fails when the fitted decay drifted, e.g. after a change of model, prompts\n"
@@ -43,12 +45,15 @@ static void print_help(FILE *out) {
       "golden file's \"format\"), it compares the recall of every region under every\n"
       "policy and budget instead: a region whose recalled count moved by more than N\n"
       "probes (--probes, default 1) drifts, and so does a different probe total, or a\n"
-      "policy, budget or region present on one side only.\n"
+      "policy, budget or region present on one side only; and a region whose retention\n"
+      "(the share of its answers' tokens still cached) moved by more than D (--retention,\n"
+      "default 0.05) drifts too, as does a retention null on one side only.\n"
       "\n"
       "Options:\n"
       "      --golden FILE   the reference config (required)\n"
       "      --rtol R        relative tolerance, 0 <= R < 1 (default 0.10)\n"
       "      --probes N      eval results: recall change allowed per cell (default 1)\n"
+      "      --retention D   eval results: retention change allowed per cell (default 0.05)\n"
       "  -q, --quiet         print only the rows that drifted and the result line\n"
       "  -h, --help          show this help\n"
       "\n"
@@ -60,12 +65,13 @@ static void print_help(FILE *out) {
       out);
 }
 
-enum { OPT_GOLDEN = 256, OPT_RTOL, OPT_PROBES };
+enum { OPT_GOLDEN = 256, OPT_RTOL, OPT_PROBES, OPT_RETENTION };
 
 static const struct option long_options[] = {
     {"golden", required_argument, NULL, OPT_GOLDEN},
     {"rtol", required_argument, NULL, OPT_RTOL},
     {"probes", required_argument, NULL, OPT_PROBES},
+    {"retention", required_argument, NULL, OPT_RETENTION},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -75,6 +81,7 @@ static const struct option long_options[] = {
 static int parse_options(int argc, char **argv, check_options *options) {
   options->rtol = 0.10;
   options->probes = 1;
+  options->retention = 0.05;
   opterr = 0;
   optind = 1;
   int code;
@@ -89,6 +96,11 @@ static int parse_options(int argc, char **argv, check_options *options) {
       case OPT_PROBES:
         if (!md_cli_parse_long(optarg, 0, 1L << 30, &options->probes))
           return md_cli_usage_error("check", "--probes must be a count >= 0, got '%s'", optarg);
+        break;
+      case OPT_RETENTION:
+        if (!md_cli_parse_double(optarg, 0.0, 1.0, &options->retention))
+          return md_cli_usage_error("check", "--retention must be a number in [0, 1], got '%s'",
+                                    optarg);
         break;
       case 'q': options->quiet = true; break;
       case 'h': print_help(stdout); return MD_EXIT_OK;
@@ -257,7 +269,8 @@ static int run(const check_options *options) {
 /* ---- eval results ---------------------------------------------------------- */
 
 static void compare_cell(tally *t, const char *policy, double budget, const char *region,
-                         const md_eval_cell *golden, const md_eval_cell *fresh, long probes) {
+                         const md_eval_cell *golden, const md_eval_cell *fresh, long probes,
+                         double retention) {
   char label[64], golden_text[32], fresh_text[32];
   snprintf(label, sizeof label, "%s@%g", policy, budget);
   if (!golden || !fresh) {
@@ -277,6 +290,18 @@ static void compare_cell(tally *t, const char *policy, double budget, const char
   }
   print_row(t, region, label, golden_text, fresh_text,
             golden->recalled ? (double)moved / (double)golden->recalled : NAN, v);
+  double rg = golden->answer_tokens ? (double)golden->answer_kept / (double)golden->answer_tokens : NAN;
+  double rf = fresh->answer_tokens ? (double)fresh->answer_kept / (double)fresh->answer_tokens : NAN;
+  char retention_label[80];
+  snprintf(retention_label, sizeof retention_label, "%s retention", label);
+  format_value(golden_text, sizeof golden_text, rg);
+  format_value(fresh_text, sizeof fresh_text, rf);
+  verdict rv = isnan(rg) || isnan(rf) ? compare_null(rg, rf) : make_verdict(false, "");
+  if (!isnan(rg) && !isnan(rf) && fabs(rf - rg) > retention + 1e-9) {
+    rv.drift = true;
+    snprintf(rv.why, sizeof rv.why, "retention moved by %+.3f, more than %g", rf - rg, retention);
+  }
+  print_row(t, region, retention_label, golden_text, fresh_text, rg > 0 ? (rf - rg) / rg : NAN, rv);
 }
 
 static int find_eval_region(const md_eval_results *r, const char *name) {
@@ -286,7 +311,7 @@ static int find_eval_region(const md_eval_results *r, const char *name) {
 }
 
 static void compare_eval(tally *t, const md_eval_results *golden, const md_eval_results *fresh,
-                         long probes) {
+                         long probes, double retention) {
   for (size_t run = 0; run < golden->n_runs; run++) {
     int other = md_eval_run_index(fresh, golden->run_policy[run], golden->run_budget[run]);
     for (size_t g = 0; g < golden->n_regions; g++) {
@@ -294,7 +319,7 @@ static void compare_eval(tally *t, const md_eval_results *golden, const md_eval_
       compare_cell(t, golden->run_policy[run], golden->run_budget[run], golden->regions[g],
                    md_eval_cell_at(golden, run, g),
                    other >= 0 && h >= 0 ? md_eval_cell_at(fresh, (size_t)other, (size_t)h) : NULL,
-                   probes);
+                   probes, retention);
     }
   }
   for (size_t run = 0; run < fresh->n_runs; run++) {
@@ -302,7 +327,7 @@ static void compare_eval(tally *t, const md_eval_results *golden, const md_eval_
     for (size_t g = 0; g < fresh->n_regions; g++)
       if (!run_known || find_eval_region(golden, fresh->regions[g]) < 0)
         compare_cell(t, fresh->run_policy[run], fresh->run_budget[run], fresh->regions[g], NULL,
-                     md_eval_cell_at(fresh, run, g), probes);
+                     md_eval_cell_at(fresh, run, g), probes, retention);
   }
 }
 
@@ -317,9 +342,9 @@ static int run_eval(const check_options *options) {
   tally t = {.quiet = options->quiet};
   printf("%-12s %-14s %-26s %-12s %8s  %s\n", "region", "policy@budget", "golden", "new",
          "change", "verdict");
-  compare_eval(&t, &golden, &fresh, options->probes);
-  printf("%s: %zu of %zu comparisons drifted (probes %ld)\n", t.drifted ? "DRIFT" : "OK",
-         t.drifted, t.compared, options->probes);
+  compare_eval(&t, &golden, &fresh, options->probes, options->retention);
+  printf("%s: %zu of %zu comparisons drifted (probes %ld, retention %g)\n",
+         t.drifted ? "DRIFT" : "OK", t.drifted, t.compared, options->probes, options->retention);
   md_eval_results_free(&golden);
   md_eval_results_free(&fresh);
   return t.drifted ? MD_EXIT_DRIFT : MD_EXIT_OK;

@@ -339,6 +339,17 @@ static md_status read_summary(const md_json_fields *f, const json_t *root, md_ev
           (s = read_count(f, cell, cparent, "total", &c->total)) != MD_OK ||
           (s = read_count(f, cell, cparent, "flagged", &c->flagged)) != MD_OK)
         return s;
+      /* The retention comes back as a share out of a fixed 10^6 "tokens":
+       * the reader has the ratio, not the counts. */
+      double retention = NAN;
+      if ((s = md_json_number(f, cell, cparent, "retention", true, &retention)) != MD_OK) return s;
+      if (!isnan(retention) && !(retention >= 0.0 && retention <= 1.0))
+        return md_fail(f->err, MD_E_FORMAT, "%s: %s.retention: %g is outside [0, 1]", f->path,
+                       cparent, retention);
+      if (!isnan(retention)) {
+        c->answer_tokens = 1000000;
+        c->answer_kept = (size_t)llround(retention * 1e6);
+      }
       if (c->recalled > c->total)
         return md_fail(f->err, MD_E_FORMAT, "%s: %s.recalled: %zu is more than total %zu", f->path,
                        cparent, c->recalled, c->total);

@@ -114,7 +114,8 @@ md_status md_eval_results_write(const char *path, const md_eval_results *results
                                 bool reproducible, md_error *err);
 
 /* Reads the identity, settings, regions and summary of a results file
- * (not the episodes). Syntax errors: "PATH:LINE:COLUMN: ..."; structure
+ * (not the episodes). A cell's retention comes back as answer_kept out of
+ * answer_tokens = 10^6 (0 out of 0 for null): the file holds the share. Syntax errors: "PATH:LINE:COLUMN: ..."; structure
  * errors name the field: "PATH: summary[3].regions.plan.recalled: ...". */
 md_status md_eval_results_read(const char *path, md_eval_results *results, md_error *err);
 
