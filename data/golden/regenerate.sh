@@ -13,3 +13,8 @@ rm -rf "$work"
   --traces data/traces/agent-450.jsonl --workdir "$work" \
   -o data/golden/qwen2-tiny-agent-450.json --reproducible
 rm -rf "$work"
+# The golden eval results: `eval` of the same checkpoint and traces with the
+# golden config just written, default options.
+"$build/calib/memdecay-calibrate" eval --model data/models/qwen2-tiny \
+  --traces data/traces/agent-450.jsonl --config data/golden/qwen2-tiny-agent-450.json \
+  -o data/golden/qwen2-tiny-agent-450.eval.json --reproducible -q
