@@ -44,6 +44,10 @@
 #              than without
 #   hf         prompt + decode with capture >= 5x faster than HF eager
 #              with output_attentions=True (bf16, same GPU)
+#   evict      eval (KV eviction by every policy, probes asked after a
+#              rollback) on the shipped checkpoint and 6 episodes of
+#              agent-450 with --device cuda against the same on the CPU:
+#              check --probes 1 --retention 0.05 passes
 #   suite      meson test (the device suite, or all with --full-suite)
 #              passes on this machine
 # Expected time on an H200 (16 cores): build 1-2 min, checks 1-1.5 min
@@ -157,6 +161,21 @@ if step model 900 "$bin/gpu_parity" model "$ckpt" --prompt 600 --steps 16 --devi
   target model PASS "1.5B shapes, 600-token prompt, 16 steps, vs the CPU back end"
 else
   target model FAIL "$(grep '^FAIL' "$log" | tail -n +$((before + 1)) | head -3 | tr '\n' ';')"
+fi
+
+# The runtime on the GPU: eviction (kv_compact), rollback and probes, end to
+# end against the CPU back end.
+evict_args="--model $root/data/models/qwen2-tiny --traces $root/data/traces/agent-450.jsonl \
+  --config $root/data/golden/qwen2-tiny-agent-450.json --max-episodes 6 --reproducible -q"
+# shellcheck disable=SC2086
+if step evict-cpu 600 "$build/calib/memdecay-calibrate" eval $evict_args -o "$out/eval-cpu.json" &&
+   step evict-cuda 600 "$build/calib/memdecay-calibrate" eval $evict_args --device "cuda:$device" \
+     -o "$out/eval-cuda.json" &&
+   step evict-check 60 "$build/calib/memdecay-calibrate" check "$out/eval-cuda.json" \
+     --golden "$out/eval-cpu.json" --probes 1 --retention 0.05; then
+  target evict PASS "eval of 6 episodes, every policy at 25% and 50%, cuda vs cpu within 1 probe and 0.05 retention"
+else
+  target evict FAIL "eval on cuda differs from cpu or failed; see the log (evict-*)"
 fi
 
 # ---- speed --------------------------------------------------------------------------
