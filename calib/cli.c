@@ -27,6 +27,10 @@ int md_cli_report_input(const md_error *err) {
   return err->status == MD_E_NOMEM ? exit_code : MD_EXIT_INPUT;
 }
 
+int md_cli_report_run(const md_error *err, bool started) {
+  return started ? md_cli_report(err) : md_cli_report_input(err);
+}
+
 int md_cli_usage_error(const char *command, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

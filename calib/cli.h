@@ -26,6 +26,11 @@ int md_cli_report(const md_error *err);
  * running out of memory is a failure of the run. */
 int md_cli_report_input(const md_error *err);
 
+/* For a run that failed: errors before it got past its checks (started
+ * false) are about the inputs or settings (md_cli_report_input), later ones
+ * are failures of the run (md_cli_report). */
+int md_cli_report_run(const md_error *err, bool started);
+
 /* Prints "memdecay-calibrate <command>: <message>" plus a hint to run
  * --help, and returns MD_EXIT_INPUT. */
 int md_cli_usage_error(const char *command, const char *fmt, ...)

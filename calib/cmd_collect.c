@@ -136,46 +136,21 @@ static int parse_options(int argc, char **argv, options *opt) {
   return -1;
 }
 
-/* Remembers whether the run got past its checks (START), for the exit code. */
-typedef struct run_state {
-  md_progress *bar;
-  bool started;
-} run_state;
-
-static void on_progress(void *context, const md_collect_progress *progress) {
-  run_state *state = context;
-  if (progress->event == MD_COLLECT_START) state->started = true;
-  md_progress_collect(state->bar, progress);
-}
-
-static void on_warning(void *context, const char *message) {
-  run_state *state = context;
-  md_progress_warning(state->bar, message);
-}
-
-/* Errors before the run started are about the inputs or settings (exit 2),
- * except running out of memory; later ones are failures of the run (3),
- * except bad input found then. */
-static int exit_code(const md_error *err, bool started) {
-  if (!started) return md_cli_report_input(err);
-  return md_cli_report(err);
-}
-
 int md_cmd_collect(int argc, char **argv) {
   options opt;
   int code = parse_options(argc, argv, &opt);
   if (code >= 0) return code;
   md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
-  run_state state = {.bar = md_progress_new(&progress_options)};
-  opt.collect.progress = on_progress;
-  opt.collect.on_warning = on_warning;
+  md_progress_tracker state = {.bar = md_progress_new(&progress_options)};
+  opt.collect.progress = md_progress_tracker_collect;
+  opt.collect.on_warning = md_progress_tracker_warning;
   opt.collect.context = &state;
   md_error err = {0};
   md_collect_summary summary;
   md_status status = md_collect(&opt.collect, &summary, &err);
   md_progress_end(state.bar);
   md_progress_free(state.bar);
-  if (status != MD_OK) return exit_code(&err, state.started);
+  if (status != MD_OK) return md_cli_report_run(&err, state.started);
   if (!opt.quiet && summary.episodes_skipped)
     fprintf(stderr, MD_PROGRAM " collect: %zu of %zu episodes skipped (listed in %s/run.json)\n",
             summary.episodes_skipped, summary.episodes_in_file, opt.collect.out_dir);

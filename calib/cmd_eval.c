@@ -312,32 +312,6 @@ static void print_table(const md_eval_results *r) {
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-/* Remembers whether the evaluation got past its checks (START), for the
- * exit code. */
-typedef struct run_state {
-  md_progress *bar;
-  bool started;
-} run_state;
-
-static void on_progress(void *context, const md_collect_progress *progress) {
-  run_state *state = context;
-  if (progress->event == MD_COLLECT_START) state->started = true;
-  md_progress_collect(state->bar, progress);
-}
-
-static void on_warning(void *context, const char *message) {
-  run_state *state = context;
-  md_progress_warning(state->bar, message);
-}
-
-/* Errors before the evaluation started are about the inputs (exit 2, but
- * for running out of memory); later ones are failures of the run (3),
- * except bad input found then. */
-static int exit_code_for(const md_error *err, bool started) {
-  if (!started) return md_cli_report_input(err);
-  return md_cli_report(err);
-}
-
 int md_cmd_eval(int argc, char **argv) {
   options opt;
   int code = parse_options(argc, argv, &opt);
@@ -347,15 +321,15 @@ int md_cmd_eval(int argc, char **argv) {
     return md_cli_usage_error(command, "--plot: %s", err.message);
   md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
   md_progress *bar = md_progress_new(&progress_options);
-  run_state state = {.bar = bar};
-  opt.eval.progress = on_progress;
-  opt.eval.on_warning = on_warning;
+  md_progress_tracker state = {.bar = bar};
+  opt.eval.progress = md_progress_tracker_collect;
+  opt.eval.on_warning = md_progress_tracker_warning;
   opt.eval.context = &state;
   md_eval_results results;
   md_status status = md_eval(&opt.eval, &results, &err);
   md_progress_end(bar);
   md_progress_free(bar);
-  if (status != MD_OK) return exit_code_for(&err, state.started);
+  if (status != MD_OK) return md_cli_report_run(&err, state.started);
   char created[32];
   time_t now = time(NULL);
   struct tm utc;

@@ -281,27 +281,11 @@ static int prepare_workdir(run_options *r) {
   return -1;
 }
 
-typedef struct collect_state {
-  md_progress *bar;
-  bool started;
-} collect_state;
-
-static void on_progress(void *context, const md_collect_progress *progress) {
-  collect_state *state = context;
-  if (progress->event == MD_COLLECT_START) state->started = true;
-  md_progress_collect(state->bar, progress);
-}
-
-static void on_warning(void *context, const char *message) {
-  collect_state *state = context;
-  md_progress_warning(state->bar, message);
-}
-
 static int collect_stage(run_options *r, md_progress *bar) {
-  collect_state state = {.bar = bar};
+  md_progress_tracker state = {.bar = bar};
   r->collect.out_dir = r->run_dir;
-  r->collect.progress = on_progress;
-  r->collect.on_warning = on_warning;
+  r->collect.progress = md_progress_tracker_collect;
+  r->collect.on_warning = md_progress_tracker_warning;
   r->collect.context = &state;
   md_error err = {0};
   md_collect_summary summary;

@@ -209,21 +209,11 @@ md_status md_calibration_dump(const md_calibration *calibration, char **text, md
   *text = NULL;
   builder b = {0};
   json_t *root = emit_document(&b, calibration);
-  char *dumped = NULL;
-  if (root && !b.out_of_memory) dumped = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+  char *dumped = root && !b.out_of_memory ? md_json_dumps_shortest(root) : NULL;
   json_decref(root);
   if (!dumped) return md_fail(err, MD_E_NOMEM, "out of memory writing the calibration");
-  md_json_shorten_numbers(dumped);
   join_flat_arrays(dumped);
-  size_t len = strlen(dumped);
-  char *with_newline = realloc(dumped, len + 2);
-  if (!with_newline) {
-    free(dumped);
-    return md_fail(err, MD_E_NOMEM, "out of memory writing the calibration");
-  }
-  with_newline[len] = '\n';
-  with_newline[len + 1] = '\0';
-  *text = with_newline;
+  *text = dumped;
   return MD_OK;
 }
 

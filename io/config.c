@@ -341,23 +341,11 @@ md_status md_config_dump(const md_config *config, char **text, md_error *err) {
   *text = NULL;
   emitter e = {.warnings = config->warnings, .extra_warnings = json_array()};
   json_t *root = e.extra_warnings ? emit_document(&e, config) : NULL;
-  char *dumped = NULL;
-  if (root && !e.out_of_memory) {
-    dumped = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-  }
+  char *dumped = root && !e.out_of_memory ? md_json_dumps_shortest(root) : NULL;
   json_decref(root);
   json_decref(e.extra_warnings);
   if (!dumped) return md_fail(err, MD_E_NOMEM, "out of memory writing the config");
-  md_json_shorten_numbers(dumped);
-  size_t len = strlen(dumped);
-  char *with_newline = realloc(dumped, len + 2);
-  if (!with_newline) {
-    free(dumped);
-    return md_fail(err, MD_E_NOMEM, "out of memory writing the config");
-  }
-  with_newline[len] = '\n';
-  with_newline[len + 1] = '\0';
-  *text = with_newline;
+  *text = dumped;
   return MD_OK;
 }
 

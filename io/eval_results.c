@@ -229,21 +229,10 @@ md_status md_eval_results_dump(const md_eval_results *r, bool reproducible, char
   *text = NULL;
   emitter e = {0};
   json_t *root = emit_document(&e, r, reproducible);
-  char *dumped = root && !e.out_of_memory
-                     ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER)
-                     : NULL;
+  char *dumped = root && !e.out_of_memory ? md_json_dumps_shortest(root) : NULL;
   json_decref(root);
   if (!dumped) return md_fail(err, MD_E_NOMEM, "out of memory writing the results");
-  md_json_shorten_numbers(dumped);
-  size_t len = strlen(dumped);
-  char *with_newline = realloc(dumped, len + 2);
-  if (!with_newline) {
-    free(dumped);
-    return md_fail(err, MD_E_NOMEM, "out of memory writing the results");
-  }
-  with_newline[len] = '\n';
-  with_newline[len + 1] = '\0';
-  *text = with_newline;
+  *text = dumped;
   return MD_OK;
 }
 

@@ -1,5 +1,7 @@
 #include "io/numfmt.h"
 
+#include <jansson.h>
+
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -88,4 +90,19 @@ void md_json_shorten_numbers(char *json) {
     }
   }
   *out = '\0';
+}
+
+char *md_json_dumps_shortest(const json_t *root) {
+  char *dumped = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+  if (!dumped) return NULL;
+  md_json_shorten_numbers(dumped);
+  size_t len = strlen(dumped);
+  char *with_newline = realloc(dumped, len + 2);
+  if (!with_newline) {
+    free(dumped);
+    return NULL;
+  }
+  with_newline[len] = '\n';
+  with_newline[len + 1] = '\0';
+  return with_newline;
 }

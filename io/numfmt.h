@@ -15,4 +15,11 @@ const char *md_format_shortest(char out[MD_NUMBER_TEXT_MAX], double value);
  * stay reals. The text can only get shorter. */
 void md_json_shorten_numbers(char *json);
 
+/* The text of a JSON document as the project's writers emit it: jansson's
+ * dump with a 2-space indent and 17 significant digits (enough for every
+ * double to read back bit for bit), every number then shortened as above,
+ * and a final '\n'. malloc'd; NULL when out of memory. */
+struct json_t;
+char *md_json_dumps_shortest(const struct json_t *root);
+
 #endif
