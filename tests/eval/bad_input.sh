@@ -68,4 +68,15 @@ if "$bin" eval $base --traces "$work/ok.jsonl" -q --reproducible &&
 else
   echo "FAIL: valid episode"; failed=1
 fi
+# --skip-invalid: the episode without probes is skipped with a warning and
+# counted; the valid one is evaluated.
+rm -f "$out"
+if "$bin" eval $base --traces "$work/no_probes.jsonl" --skip-invalid --reproducible \
+    2>"$work/skip.log" &&
+   grep -q 'warning: .*episode "bare": no probes' "$work/skip.log" &&
+   grep -q '"episodes_evaluated": 1,' "$out" && grep -q '"episodes_skipped": 1,' "$out"; then
+  echo "ok: skip-invalid"
+else
+  echo "FAIL: skip-invalid"; cat "$work/skip.log"; failed=1
+fi
 exit $failed
