@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,10 +183,16 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   return MD_OK;
 }
 
+/* Fails with "FILE:LINE: episode \"ID\": " and the formatted reason. */
 static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
-                              const char *fmt, const char *a, const char *b) {
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
+                              const char *fmt, ...) {
   char what[MD_ERROR_MESSAGE_MAX / 2];
-  snprintf(what, sizeof what, fmt, a, b);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
   return md_fail(err, status, "%s:%zu: episode \"%s\": %s", ep->path, ep->line, ep->id, what);
 }
 
@@ -193,7 +200,7 @@ static md_status episode_fail(md_error *err, md_status status, const md_trace_ep
 static md_status make_chunks(prepared_episode *e, const md_trace_episode *ep, md_error *err) {
   const md_episode_tokens *t = &e->tokens;
   e->chunks = calloc(t->prompt_tokens, sizeof *e->chunks);
-  if (!e->chunks) return episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+  if (!e->chunks) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   size_t begin = 0;
   for (size_t i = 1; i <= t->prompt_tokens; i++) {
     bool boundary = i == t->prompt_tokens ||
@@ -254,7 +261,7 @@ static md_status locate_answer(const md_episode_tokens *t, const char *region, c
 static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_trace_episode *ep,
                                 md_error *err) {
   e->probes = calloc(ep->n_probes, sizeof *e->probes);
-  if (!e->probes) return episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+  if (!e->probes) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   md_tokens tokens = {0};
   md_status s = MD_OK;
   for (size_t i = 0; s == MD_OK && i < ep->n_probes; i++) {
@@ -263,11 +270,9 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     for (size_t k = 0; k < e->tokens.prompt_tokens && !in_prompt; k++)
       in_prompt = !strcmp(e->tokens.regions[k], probe->region);
     if (!in_prompt) {
-      char field[32];
-      snprintf(field, sizeof field, "probes[%zu]", i);
       s = episode_fail(err, MD_E_INVALID, ep,
-                       "%s.region: region \"%s\" does not occur in the episode's prompt, so its "
-                       "fact cannot be recalled", field, probe->region);
+                       "probes[%zu].region: region \"%s\" does not occur in the episode's prompt, "
+                       "so its fact cannot be recalled", i, probe->region);
       break;
     }
     static const char head[] = "<|im_end|>\n<|im_start|>user\n";
@@ -275,7 +280,7 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     size_t qlen = strlen(probe->question);
     char *text = malloc(sizeof head + qlen + sizeof tail);
     if (!text) {
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
       break;
     }
     snprintf(text, sizeof head + qlen + sizeof tail, "%s%s%s", head, probe->question, tail);
@@ -284,35 +289,30 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     s = md_tokenizer_encode(st->tokenizer, text, strlen(text), &tokens, &inner);
     free(text);
     if (s != MD_OK) {
-      char field[32];
-      snprintf(field, sizeof field, "probes[%zu]", i);
-      s = episode_fail(err, s, ep, "%s.question: %.400s", field, inner.message);
+      s = episode_fail(err, s, ep, "probes[%zu].question: %.400s", i, inner.message);
       break;
     }
     prepared_probe *p = &e->probes[i];
     p->question = malloc(tokens.count * sizeof *p->question);
     if (!p->question) {
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
       break;
     }
     memcpy(p->question, tokens.ids, tokens.count * sizeof *p->question);
     p->question_tokens = tokens.count;
     for (size_t k = 0; k < tokens.count; k++)
       if (tokens.ids[k] >= st->config->vocab_size)
-        s = episode_fail(err, MD_E_INVALID, ep, "a probe question has a token outside the model's "
-                         "vocabulary%s%s", "", "");
+        s = episode_fail(err, MD_E_INVALID, ep, "probes[%zu].question has a token outside the "
+                         "model's vocabulary", i);
     if (s == MD_OK && locate_answer(&e->tokens, probe->region, probe->answer, p) != MD_OK)
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
     size_t needed = md_episode_positions(&e->tokens) + p->question_tokens +
                     (st->options->max_answer_tokens ? st->options->max_answer_tokens
                                                     : MD_EVAL_DEFAULT_ANSWER_TOKENS);
-    if (s == MD_OK && needed > (size_t)st->config->max_position_embeddings) {
-      char n1[32], n2[32];
-      snprintf(n1, sizeof n1, "%zu", needed);
-      snprintf(n2, sizeof n2, "%d", st->config->max_position_embeddings);
-      s = episode_fail(err, MD_E_INVALID, ep, "with a probe and its answer the episode needs %s "
-                       "positions, more than the model's max_position_embeddings (%s)", n1, n2);
-    }
+    if (s == MD_OK && needed > (size_t)st->config->max_position_embeddings)
+      s = episode_fail(err, MD_E_INVALID, ep, "with probes[%zu] and its answer the episode needs "
+                       "%zu positions, more than the model's max_position_embeddings (%d)", i,
+                       needed, st->config->max_position_embeddings);
     if (s == MD_OK && needed > st->max_positions) st->max_positions = needed;
   }
   md_tokens_free(&tokens);
@@ -324,7 +324,7 @@ static md_status map_regions(eval_state *st, prepared_episode *e, const md_trace
                              md_error *err) {
   size_t n = md_episode_positions(&e->tokens);
   e->region_index = calloc(n, sizeof *e->region_index);
-  if (!e->region_index) return episode_fail(err, MD_E_NOMEM, ep, "out of memory%s%s", "", "");
+  if (!e->region_index) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   for (size_t i = 0; i < n; i++) {
     int r = md_policy_config_region(&st->policy_config, e->tokens.regions[i]);
     if (r < 0)
@@ -355,15 +355,14 @@ static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *
   const md_trace_episode *ep = &e->trace;
   if (ep->n_probes == 0)
     return episode_fail(err, MD_E_INVALID, ep,
-                        "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))%s%s",
-                        "", "");
+                        "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))");
   md_episode_tokens_options topt = {.vocab_size = (size_t)st->config->vocab_size};
   md_status s = md_episode_tokenize(st->tokenizer, ep, &topt, &e->tokens, err);
   if (s != MD_OK) return s;
   if (md_episode_generated(&e->tokens))
     return episode_fail(err, MD_E_INVALID, ep,
                         "no continuation text: eval feeds the episode's teacher-forced "
-                        "continuation before it asks the probes%s%s", "", "");
+                        "continuation before it asks the probes");
   if ((s = md_trace_check_positions(ep, e->tokens.prompt_tokens, e->tokens.decode_steps,
                                     (size_t)st->config->max_position_embeddings, err)) != MD_OK)
     return s;
@@ -448,13 +447,12 @@ static md_status make_engine(eval_state *st, md_error *err) {
 static md_status init_results(eval_state *st, md_error *err) {
   md_eval_results *r = st->results;
   const md_eval_options *o = st->options;
+  /* the model's name: the directory's last component */
   char buf[256];
-  const char *slash = strrchr(o->model_dir, '/');
   size_t n = strlen(o->model_dir);
   while (n > 1 && o->model_dir[n - 1] == '/') n--;
   size_t start = n;
   while (start > 0 && o->model_dir[start - 1] != '/') start--;
-  (void)slash;
   snprintf(buf, sizeof buf, "%.*s", (int)(n - start), o->model_dir + start);
   char traces_sha[MD_SHA256_HEX], config_sha[MD_SHA256_HEX];
   md_status s = md_sha256_file(o->traces_path, traces_sha, err);
