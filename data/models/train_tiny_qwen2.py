@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Trains qwen2-tiny, the small Qwen2ForCausalLM checkpoint that ships in
-data/models/ for the default run of memdecay-calibrate and for CI.
+data/models/ for the default run of memdecay-calibrate and for CI, and (with
+options) its larger siblings such as qwen2-small.
 
     python3 data/models/train_tiny_qwen2.py            # from the source root
 
 writes data/models/qwen2-tiny/ (config.json, generation_config.json,
 model.safetensors, tokenizer.json, tokenizer_config.json). Needs torch (CPU),
 transformers 5.x, tokenizers and safetensors; data/models/README.md states
-the recipe, the time it takes and the losses it reached.
+the recipe, the time it takes and the losses it reached, and the command
+lines of the other checkpoints (--hidden, --layers, --heads, --kv-heads,
+--intermediate, --corpus, --epochs, --steps, --lr, --answer-weight, --out;
+without options the script makes qwen2-tiny as committed).
+--measure-only measures an existing checkpoint (--out) without training.
 
 1. Tokenizer: Qwen2.5's, derived from the Qwen3 files in data/tokenizer/qwen/
    (same byte-level BPE; Qwen2.5's added tokens stop at id 151664, so the four
@@ -30,12 +35,20 @@ the recipe, the time it takes and the losses it reached.
 4. Export in BF16, like the published Qwen2.5 checkpoints, with config.json
    in their published form; then the held-out losses are measured on the
    exported files with transformers.
+5. Probe accuracy by greedy decoding on the shipped tiers (probe_accuracy):
+   per episode the prompt and continuation, then per probe (each from that
+   same state) "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n
+   <|im_start|>assistant\n" and greedy decoding until <|im_end|> or 32 new
+   tokens; right when the normalised answer occurs as whole words in the
+   normalised output (NFKC, lower case, runs of non-alphanumerics to one
+   space). A per-region table is logged.
 
 Deterministic: fixed seeds, torch.use_deterministic_algorithms(True), a fixed
 thread count (--threads, default 2). The same package versions and CPU give
 the same files; another CPU's BLAS kernels may round differently.
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -44,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 
 import torch
 import transformers
@@ -77,7 +91,7 @@ CORPORA = [(450, 2500, 7), (1700, 700, 8)]
 
 TRAIN = dict(seed=1234, epochs=1, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
              weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
-             entropy_weight=0.5, entropy_rows=64)
+             entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=1.0)
 
 
 # ---- tokenizer ------------------------------------------------------------------
@@ -243,17 +257,23 @@ AttentionInterface.register("sdpa_entropy", attention_with_entropy)
 AttentionMaskInterface.register("sdpa_entropy", sdpa_mask)
 
 
-def full_vocab_loss(model, inputs, targets, unused):
+def full_vocab_loss(model, inputs, targets, unused, weights=None):
     """Mean cross-entropy of the full-vocabulary model: the compact logits
     plus `unused` logits fixed at 0 (the zero rows of the exported
-    embedding), which add log(unused) as one more logsumexp term."""
+    embedding), which add log(unused) as one more logsumexp term.
+    With `weights` (per target position), also the weighted mean, which is
+    then the training objective: (loss, count, weighted loss)."""
     hidden = model.model(input_ids=inputs, use_cache=False).last_hidden_state
     logits = hidden @ model.model.embed_tokens.weight.t()
     zeros = torch.full(logits.shape[:-1] + (1,), math.log(unused), dtype=logits.dtype)
     log_norm = torch.logsumexp(torch.cat([logits, zeros], dim=-1), dim=-1)
     mask = targets >= 0
     picked = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return ((log_norm - picked) * mask).sum() / mask.sum(), int(mask.sum())
+    if weights is None:
+        return ((log_norm - picked) * mask).sum() / mask.sum(), int(mask.sum())
+    nll = (log_norm - picked) * mask
+    weights = weights * mask
+    return nll.sum() / mask.sum(), int(mask.sum()), (nll * weights).sum() / weights.sum()
 
 
 def set_entropy_rows(model, rows):
@@ -285,6 +305,17 @@ def make_batches(lengths, budget, rng):
     batches.append(current)
     rng.shuffle(batches)
     return batches
+
+
+def answer_weights(answers, width, weight):
+    """Per target position: `weight` where the target is a probe answer token
+    (answer ranges are token index ranges; position p predicts token p + 1),
+    1 elsewhere."""
+    weights = torch.ones((len(answers), width), dtype=torch.float32)
+    for row, ranges in enumerate(answers):
+        for begin, end in ranges:
+            weights[row, begin - 1:end - 1] = weight
+    return weights
 
 
 def collate(sequences, pad):
@@ -329,7 +360,7 @@ def evaluate(model, sequences, unused, budget):
     return total / count
 
 
-def train(sequences, held_out, vocab_size, log):
+def train(sequences, held_out, vocab_size, log, answers=None):
     unused = VOCAB_SIZE - vocab_size
     torch.manual_seed(TRAIN["seed"])
     model = Qwen2ForCausalLM(qwen2_config(vocab_size, "sdpa_entropy"))
@@ -338,6 +369,9 @@ def train(sequences, held_out, vocab_size, log):
     rng = random.Random(TRAIN["seed"])
     lengths = [len(s) for s in sequences]
     plan = [b for _ in range(TRAIN["epochs"]) for b in make_batches(lengths, TRAIN["batch_tokens"], rng)]
+    if TRAIN["steps"] is not None:
+        plan = plan[:TRAIN["steps"]]
+    weighted = TRAIN["answer_weight"] != 1.0
     log(f"training: {len(sequences)} episodes, {sum(lengths)} tokens, {len(plan)} steps, "
         f"compact vocabulary {vocab_size}, {sum(p.numel() for p in model.parameters())} parameters")
     start, cpu_start, seen, window = time.time(), time.process_time(), 0, []
@@ -347,10 +381,15 @@ def train(sequences, held_out, vocab_size, log):
         inputs, targets = collate([sequences[i] for i in batch], 0)
         rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
         set_entropy_rows(model, rows)
-        loss, n = full_vocab_loss(model, inputs, targets, unused)
+        if weighted:
+            weights = answer_weights([answers[i] for i in batch], inputs.shape[1], TRAIN["answer_weight"])
+            loss, n, objective = full_vocab_loss(model, inputs, targets, unused, weights)
+        else:
+            loss, n = full_vocab_loss(model, inputs, targets, unused)
+            objective = loss
         entropy = mean_entropy(model, rows, targets)
         opt.zero_grad(set_to_none=True)
-        (loss + TRAIN["entropy_weight"] * entropy).backward()
+        (objective + TRAIN["entropy_weight"] * entropy).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["grad_clip"])
         opt.step()
         seen += n
@@ -468,13 +507,103 @@ def measure(out, named_sets, log):
     return results
 
 
+def normalise(text):
+    """NFKC, lower case, every run of characters that are not letters or
+    digits as one space, trimmed."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in text).split())
+
+
+@torch.no_grad()
+def probe_accuracy(out, tiers, log, max_new_tokens=32):
+    """Full-cache probe accuracy by greedy decoding on the exported files
+    (transformers, BF16 weights, float32 compute): per episode the chat
+    template's prompt and the continuation, then per probe, each from that
+    same KV cache, "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n
+    <|im_start|>assistant\n" and greedy decoding until <|im_end|> or
+    max_new_tokens; right when " normalised answer " occurs in " normalised
+    output ". Logs a table (right / asked per region and tier)."""
+    model = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="sdpa")
+    model.eval()
+    encoder = Encoder(out)
+    table = {}
+    for name, path in tiers.items():
+        counts = table[name] = {region: [0, 0] for region in REGIONS}
+        for episode in read_jsonl(path):
+            prompt, continuation = encoder.episode(episode)
+            state = model(input_ids=torch.tensor([prompt + continuation]), use_cache=True).past_key_values
+            for probe in episode["probes"]:
+                cache = copy.deepcopy(state)
+                text = f"<|im_end|>\n<|im_start|>user\n{probe['question']}<|im_end|>\n<|im_start|>assistant\n"
+                step = torch.tensor([encoder.encode(text).ids])
+                generated = []
+                for _ in range(max_new_tokens):
+                    result = model(input_ids=step, past_key_values=cache, use_cache=True)
+                    cache = result.past_key_values
+                    token = int(result.logits[0, -1].argmax())
+                    if token == IM_END:
+                        break
+                    generated.append(token)
+                    step = torch.tensor([[token]])
+                output = encoder.tokenizer.decode(generated, skip_special_tokens=False)
+                right = f" {normalise(probe['answer'])} " in f" {normalise(output)} "
+                counts[probe["region"]][0] += int(right)
+                counts[probe["region"]][1] += 1
+    names = list(tiers)
+    log("probe accuracy (greedy, full cache): right/asked per region")
+    log("| region | " + " | ".join(names) + " |")
+    log("| --- |" + " --- |" * len(names))
+    for region in REGIONS:
+        log(f"| {region} | " + " | ".join(
+            f"{table[n][region][0]}/{table[n][region][1]} ({100 * table[n][region][0] / max(1, table[n][region][1]):.0f}%)"
+            for n in names) + " |")
+    totals = {n: [sum(c[0] for c in table[n].values()), sum(c[1] for c in table[n].values())] for n in names}
+    log("| all | " + " | ".join(f"{totals[n][0]}/{totals[n][1]} ({100 * totals[n][0] / totals[n][1]:.1f}%)"
+                              for n in names) + " |")
+    return table
+
+
+REGIONS = ("system", "plan", "user", "tool_in", "tool_out", "retrieval", "scratchpad")
+
+
+def corpus_spec(text):
+    context, episodes, seed = (int(x) for x in text.split(":"))
+    return context, episodes, seed
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join(HERE, "qwen2-tiny"))
     parser.add_argument("--work", help="keep the generated corpus here (default: a temporary folder)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--log", help="also write the log to this file")
+    parser.add_argument("--hidden", type=int, default=ARCHITECTURE["hidden_size"])
+    parser.add_argument("--layers", type=int, default=ARCHITECTURE["num_hidden_layers"])
+    parser.add_argument("--heads", type=int, default=ARCHITECTURE["num_attention_heads"])
+    parser.add_argument("--kv-heads", type=int, default=ARCHITECTURE["num_key_value_heads"])
+    parser.add_argument("--intermediate", type=int, default=ARCHITECTURE["intermediate_size"])
+    parser.add_argument("--corpus", type=corpus_spec, action="append",
+                        help="CONTEXT:EPISODES:SEED of data/traces/generate.py, repeatable "
+                             "(default 450:2500:7 and 1700:700:8)")
+    parser.add_argument("--epochs", type=int, default=TRAIN["epochs"])
+    parser.add_argument("--steps", type=int, help="stop after this many steps (the schedule ends there)")
+    parser.add_argument("--batch-tokens", type=int, default=TRAIN["batch_tokens"])
+    parser.add_argument("--lr", type=float, default=TRAIN["lr"])
+    parser.add_argument("--min-lr", type=float, default=TRAIN["min_lr"])
+    parser.add_argument("--warmup", type=int, default=TRAIN["warmup"])
+    parser.add_argument("--answer-weight", type=float, default=TRAIN["answer_weight"],
+                        help="loss weight of the probe answer tokens (others 1)")
+    parser.add_argument("--no-probes", action="store_true", help="skip the greedy probe measurement")
+    parser.add_argument("--measure-only", action="store_true",
+                        help="only measure the checkpoint in --out (writes nothing there)")
     args = parser.parse_args(argv)
+    ARCHITECTURE.update(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=args.heads,
+                        num_key_value_heads=args.kv_heads, intermediate_size=args.intermediate)
+    TRAIN.update(epochs=args.epochs, steps=args.steps, batch_tokens=args.batch_tokens, lr=args.lr,
+                 min_lr=args.min_lr, warmup=args.warmup, answer_weight=args.answer_weight)
+    if args.corpus:
+        CORPORA[:] = args.corpus
+    assert all(seed not in (450, 1700) for _, _, seed in CORPORA), "seeds 450 and 1700 are held out"
 
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
@@ -486,6 +615,11 @@ def main(argv=None):
             log_file.write(line + "\n")
             log_file.flush()
 
+    tiers = {os.path.basename(p)[:-len(".jsonl")]: p for p in HELD_OUT}
+    if args.measure_only:
+        probe_accuracy(args.out, tiers, log)
+        return
+    log("arguments: " + " ".join(sys.argv[1:] if argv is None else argv))
     os.makedirs(args.out, exist_ok=True)
     write_tokenizer(args.out)
     encoder = Encoder(args.out)
@@ -502,13 +636,17 @@ def main(argv=None):
     compact = [[index[i] for i in item["ids"]] for item in train_items]
     compact_held = [[index[i] for i in item["ids"]] for item in held[0]]
     begin, cpu_begin = time.time(), time.process_time()
-    model = train(compact, compact_held, len(vocab), log)
+    model = train(compact, compact_held, len(vocab), log, [item["answers"] for item in train_items])
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
     export(model, vocab, args.out)
     sample = random.Random(0).sample(train_items, 24)
     measure(args.out, {"train (24 episodes)": sample, "held-out agent-450": held[0],
                        "held-out agent-1700": held[1]}, log)
+    if not args.no_probes:
+        begin = time.time()
+        probe_accuracy(args.out, tiers, log)
+        log(f"probe measurement took {time.time() - begin:.0f} s")
     if log_file:
         log_file.close()
 
