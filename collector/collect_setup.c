@@ -112,6 +112,8 @@ static md_status resolve_layers(collect_run *run, md_error *err) {
                                                : MD_CHAT_PAGE_SIZE_DEFAULT;
   run->tokens_options.max_steps = run->options->max_steps;
   run->tokens_options.vocab_size = (size_t)run->config->vocab_size;
+  /* planning refuses an episode that cannot fit before tokenising all of it */
+  run->tokens_options.max_positions = (size_t)run->config->max_position_embeddings;
   return MD_OK;
 }
 

@@ -1,5 +1,6 @@
 #include "collector/episode_tokens.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,15 +11,55 @@ static md_status episode_error(md_error *err, md_status status, const md_trace_e
                  ep->id ? ep->id : "?", what);
 }
 
-/* Tokenises the prompt text into `tokens`. */
-static md_status encode_prompt(const md_tokenizer *tok, const md_trace_episode *ep,
-                               const md_chat_prompt *prompt, md_tokens *tokens, md_error *err) {
+/* How many tokens md_tokenizer_encode_at_most may count for a text of an episode with
+ * max_positions set: 0 for no limit. */
+static size_t count_limit(size_t max_positions) {
+  if (max_positions == 0 || max_positions > SIZE_MAX / MD_EPISODE_COUNT_FACTOR) return 0;
+  return max_positions * MD_EPISODE_COUNT_FACTOR;
+}
+
+/* Encodes `len` bytes of `text` (`what`: "prompt" or "continuation"), counting at most
+ * `limit` tokens unless it is 0. */
+static md_status encode_text(const md_tokenizer *tok, const md_trace_episode *ep, const char *what,
+                             const char *text, size_t len, size_t limit, size_t max_positions,
+                             md_tokens *tokens, md_error *err) {
   md_error inner;
-  if (md_tokenizer_encode(tok, prompt->text, prompt->length, tokens, &inner) != MD_OK) {
-    char what[MD_ERROR_MESSAGE_MAX];
-    snprintf(what, sizeof what, "prompt: %.900s", inner.message);
-    return episode_error(err, inner.status, ep, what);
+  bool over = false;
+  md_status status = limit ? md_tokenizer_encode_at_most(tok, text, len, limit, tokens, &over, &inner)
+                           : md_tokenizer_encode(tok, text, len, tokens, &inner);
+  char message[MD_ERROR_MESSAGE_MAX];
+  if (status != MD_OK) {
+    snprintf(message, sizeof message, "%s: %.900s", what, inner.message);
+    return episode_error(err, inner.status, ep, message);
   }
+  if (over) {
+    snprintf(message, sizeof message,
+             "the %s has more than %zu tokens (counting stopped there), more than the model's "
+             "max_position_embeddings (%zu)",
+             what, limit, max_positions);
+    return episode_error(err, MD_E_INVALID, ep, message);
+  }
+  return MD_OK;
+}
+
+/* Tokenises the prompt text into `tokens`. With max_positions set, a prompt that cannot fit
+ * is refused from its length alone when that is enough, else once counting passes the
+ * limit. */
+static md_status encode_prompt(const md_tokenizer *tok, const md_trace_episode *ep,
+                               const md_chat_prompt *prompt, size_t max_positions,
+                               md_tokens *tokens, md_error *err) {
+  size_t fewest = md_tokenizer_min_tokens(tok, prompt->length);
+  if (max_positions && fewest > max_positions) {
+    char what[256];
+    snprintf(what, sizeof what,
+             "the prompt's %zu bytes make at least %zu tokens, more than the model's "
+             "max_position_embeddings (%zu)",
+             prompt->length, fewest, max_positions);
+    return episode_error(err, MD_E_INVALID, ep, what);
+  }
+  md_status status = encode_text(tok, ep, "prompt", prompt->text, prompt->length,
+                                 count_limit(max_positions), max_positions, tokens, err);
+  if (status != MD_OK) return status;
   if (tokens->count == 0) return episode_error(err, MD_E_INVALID, ep, "the prompt has no tokens");
   return MD_OK;
 }
@@ -52,22 +93,22 @@ static md_status label_prompt(const md_trace_episode *ep, const md_tokens *token
   return status;
 }
 
-/* The continuation's token count for the window (before the cap). */
+/* The continuation's token count for the window (before the cap). Without a cap a
+ * continuation counted past the limit cannot fit; with one, all of its first max_steps
+ * tokens are needed, which a stopped count does not give. */
 static md_status window_length(const md_tokenizer *tok, const md_trace_episode *ep,
-                               const md_chat_prompt *prompt, md_tokens *continuation,
-                               size_t *steps, md_error *err) {
+                               const md_chat_prompt *prompt, size_t max_steps, size_t max_positions,
+                               md_tokens *continuation, size_t *steps, md_error *err) {
   const md_trace_continuation *c = &prompt->continuation;
   if (c->kind == MD_CONTINUATION_GENERATE) {
     *steps = (size_t)c->generate;
   } else if (c->kind == MD_CONTINUATION_NONE) {
     *steps = MD_EPISODE_DEFAULT_STEPS;
   } else {
-    md_error inner;
-    if (md_tokenizer_encode(tok, c->text, c->length, continuation, &inner) != MD_OK) {
-      char what[MD_ERROR_MESSAGE_MAX];
-      snprintf(what, sizeof what, "continuation: %.900s", inner.message);
-      return episode_error(err, inner.status, ep, what);
-    }
+    size_t limit = max_steps ? 0 : count_limit(max_positions);
+    md_status status = encode_text(tok, ep, "continuation", c->text, c->length, limit,
+                                   max_positions, continuation, err);
+    if (status != MD_OK) return status;
     if (continuation->count == 0)
       return episode_error(err, MD_E_INVALID, ep, "the continuation text has no tokens");
     *steps = continuation->count;
@@ -105,11 +146,15 @@ md_status md_episode_tokenize(const md_tokenizer *tok, const md_trace_episode *e
   memset(out, 0, sizeof *out);
   size_t max_steps = options ? options->max_steps : 0;
   size_t vocab_size = options ? options->vocab_size : 0;
+  size_t max_positions = options ? options->max_positions : 0;
   md_tokens prompt_tokens = {0}, continuation = {0};
   size_t steps = 0;
   md_status status = md_chat_render(episode, &out->prompt, err);
-  if (status == MD_OK) status = encode_prompt(tok, episode, &out->prompt, &prompt_tokens, err);
-  if (status == MD_OK) status = window_length(tok, episode, &out->prompt, &continuation, &steps, err);
+  if (status == MD_OK)
+    status = encode_prompt(tok, episode, &out->prompt, max_positions, &prompt_tokens, err);
+  if (status == MD_OK)
+    status = window_length(tok, episode, &out->prompt, max_steps, max_positions, &continuation,
+                           &steps, err);
   if (status == MD_OK) {
     if (max_steps && steps > max_steps) steps = max_steps;
     out->decode_steps = steps;

@@ -28,6 +28,11 @@
 /* Decode steps of an episode without a continuation (greedy). */
 enum { MD_EPISODE_DEFAULT_STEPS = 256 };
 
+/* With max_positions set, texts are counted up to this many times max_positions tokens:
+ * an episode a little too long is refused with its exact count (by how much it is over),
+ * a huge one after a bounded amount of work. */
+enum { MD_EPISODE_COUNT_FACTOR = 4 };
+
 typedef struct md_episode_tokens {
   md_chat_prompt prompt;      /* the rendered text and its spans (owns the text) */
   int32_t *ids;               /* [P + S] prompt ids, then the continuation's; for a
@@ -48,12 +53,26 @@ typedef struct md_episode_tokens {
 typedef struct md_episode_tokens_options {
   size_t max_steps;  /* cap on S; 0 = no cap */
   size_t vocab_size; /* ids must be below it (the model's vocab_size); 0 = no check */
+  size_t max_positions; /* the model's max_position_embeddings, 0 = no limit: an episode
+                           certain not to fit is refused without being tokenised in full
+                           (see md_episode_tokenize); the exact check of prompt + window
+                           stays the caller's (md_trace_check_positions) */
 } md_episode_tokens_options;
 
 /* Renders and tokenises `episode` (which must outlive `out`). Fails, naming
  * the trace file, line and episode, when the prompt tokenises to nothing,
  * when a token id is outside the model's vocabulary, or when the text is
- * refused by the tokenizer. On failure `out` is empty. */
+ * refused by the tokenizer. On failure `out` is empty.
+ *
+ * With options->max_positions set, time and memory are bounded by it rather
+ * than by the episode's text; an episode that cannot fit fails (MD_E_INVALID,
+ * naming max_position_embeddings) when
+ *   - the rendered prompt is too long for its fewest possible tokens
+ *     (md_tokenizer_min_tokens) to fit: it is not tokenised at all;
+ *   - the prompt, or a continuation text without max_steps, has more than
+ *     MD_EPISODE_COUNT_FACTOR * max_positions tokens: counting stops there.
+ * Up to that count the episode tokenises as without the option, and the
+ * caller's check gives the exact numbers. */
 md_status md_episode_tokenize(const md_tokenizer *tok, const md_trace_episode *episode,
                               const md_episode_tokens_options *options, md_episode_tokens *out,
                               md_error *err);

@@ -101,6 +101,22 @@ void md_tokenizer_free(md_tokenizer *tok);
 md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
                               md_error *err);
 
+/* As md_tokenizer_encode, but gives up as soon as `out` is certain to hold more than
+ * `max_count` tokens (those it had before the call included): then *over is set, `out` keeps
+ * the tokens it had before the call, and the status is MD_OK. Time and memory stay bounded
+ * by `max_count`, not by `len`: a text too long for its fewest possible tokens to fit
+ * (md_tokenizer_min_tokens) is not looked at, and neither is a pre-tokenizer piece that
+ * cannot fit. Otherwise *over is false and the call is md_tokenizer_encode. */
+md_status md_tokenizer_encode_at_most(const md_tokenizer *tok, const char *text, size_t len,
+                                      size_t max_count, md_tokens *out, bool *over, md_error *err);
+
+/* The fewest tokens that `len` bytes of text can encode to, from the text's length alone:
+ * no token covers more normalized bytes than the longest vocabulary entry or added token,
+ * and NFC makes a text at most 4 times shorter (KELVIN SIGN, 3 bytes, becomes "K"). An added
+ * token with lstrip or rstrip covers any run of white space: the bound is then 1 for any
+ * non-empty text. */
+size_t md_tokenizer_min_tokens(const md_tokenizer *tok, size_t len);
+
 /* Forgets the tokens (keeps the memory). */
 void md_tokens_clear(md_tokens *tokens);
 void md_tokens_free(md_tokens *tokens);

@@ -38,6 +38,8 @@ typedef struct encoder {
   const char *norm;
   size_t norm_len;
   size_t norm_base; /* identity: offset of `norm` in `text` */
+  size_t limit;     /* most tokens `out` may hold (md_tokenizer_encode_at_most) */
+  bool over;        /* the encoding passed `limit`: the call stops */
   md_error *err;
 } encoder;
 
@@ -106,7 +108,15 @@ static md_token_span span_of(const encoder *e, size_t p, size_t q) {
   return (md_token_span){start, last + utf8_len(s[last])};
 }
 
+/* Stops the encoding once it is certain to pass e->limit. The status only unwinds the
+ * call: md_tokenizer_encode_at_most reports e->over instead. */
+static md_status over_limit(encoder *e) {
+  e->over = true;
+  return MD_E_INVALID;
+}
+
 static md_status push(encoder *e, int32_t id, md_token_span span) {
+  if (e->out->count >= e->limit) return over_limit(e);
   if (!reserve_tokens(e->out, 1)) return no_memory(e);
   e->out->ids[e->out->count] = id;
   e->out->spans[e->out->count++] = span;
@@ -251,6 +261,10 @@ static md_status bpe_piece(encoder *e, size_t start, size_t end) {
     size_t cached = md_tok_cache_get(tok, word, n, hash, ids, ends);
     if (cached > 0) return push_word(e, start, ids, ends, cached);
   }
+  /* a long piece (one word of megabytes) would cost its length in time and memory even
+   * when the tokens it must give cannot fit */
+  if (tok->max_token_bytes && e->out->count + (n + tok->max_token_bytes - 1) / tok->max_token_bytes > e->limit)
+    return over_limit(e);
   md_status st = md_tok_bpe_word(tok, (const uint8_t *)word, n, &e->s->bpe, e->err);
   size_t count = 0;
   for (int32_t i = 0; i >= 0 && st == MD_OK; i = e->s->bpe.symbols[i].next, count++) {
@@ -357,9 +371,22 @@ static md_status encode_all(encoder *e) {
   return st;
 }
 
-md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
-                              md_error *err) {
+size_t md_tokenizer_min_tokens(const md_tokenizer *tok, size_t len) {
+  if (len == 0) return 0;
+  size_t most = tok->max_token_bytes;
+  if (most == 0) return 1;
+  if (tok->nfc) most *= MD_TOK_NFC_SHRINK;
+  return (len + most - 1) / most;
+}
+
+static md_status encode(const md_tokenizer *tok, const char *text, size_t len, size_t limit,
+                        md_tokens *out, bool *over, md_error *err) {
+  *over = false;
   if (len == 0) return MD_OK;
+  if (out->count + md_tokenizer_min_tokens(tok, len) > limit) {
+    *over = true;
+    return MD_OK;
+  }
   if (len > UINT32_MAX - 16)
     return md_fail(err, MD_E_INVALID, "text of %zu bytes is too long to encode at once", len);
   size_t bad = md_tok_utf8_invalid_at(text, len);
@@ -372,11 +399,27 @@ md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t 
     if (!out->scratch || !out->scratch->match)
       return md_fail(err, MD_E_NOMEM, "out of memory encoding %zu bytes", len);
   }
-  encoder e = {.tok = tok, .out = out, .s = out->scratch, .text = text, .len = len, .err = err};
+  encoder e = {.tok = tok, .out = out, .s = out->scratch, .text = text, .len = len,
+               .limit = limit, .err = err};
   size_t count_before = out->count;
   md_status st = encode_all(&e);
   if (st != MD_OK) out->count = count_before;
+  if (e.over) {
+    *over = true;
+    return MD_OK;
+  }
   return st;
+}
+
+md_status md_tokenizer_encode(const md_tokenizer *tok, const char *text, size_t len, md_tokens *out,
+                              md_error *err) {
+  bool over;
+  return encode(tok, text, len, SIZE_MAX, out, &over, err);
+}
+
+md_status md_tokenizer_encode_at_most(const md_tokenizer *tok, const char *text, size_t len,
+                                      size_t max_count, md_tokens *out, bool *over, md_error *err) {
+  return encode(tok, text, len, max_count, out, over, err);
 }
 
 void md_tokens_clear(md_tokens *tokens) { tokens->count = 0; }

@@ -116,6 +116,7 @@ struct md_tokenizer {
   md_tok_cache *cache; /* mutable, behind its locks; NULL when it could not be made */
 
   bool nfc;            /* the normalizer is NFC */
+  size_t max_token_bytes; /* most normalized bytes a token covers; 0 = no bound (lstrip/rstrip) */
   pcre2_code **splits; /* the split regexes, applied in order (Isolated) */
   size_t n_splits;
 };
@@ -216,6 +217,11 @@ md_status md_tok_regex_compile(const char *pattern, size_t len, bool literal, co
                                pcre2_code **out, md_error *err);
 
 /* ---- tokenizer_encode.c ------------------------------------------------------------------ */
+/* NFC can make a text shorter: U+212A KELVIN SIGN (3 bytes) becomes "K", three Hangul jamo
+ * (9 bytes) one syllable (3 bytes). No normalized byte stands for more than 3 input bytes;
+ * the bounds on token counts allow this many. */
+enum { MD_TOK_NFC_SHRINK = 4 };
+
 /* Offset of the first invalid UTF-8 byte, or `len` when the text is valid. */
 size_t md_tok_utf8_invalid_at(const char *text, size_t len);
 

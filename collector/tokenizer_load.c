@@ -630,6 +630,24 @@ static md_status build_matchers(loader *l) {
   return st;
 }
 
+/* The most normalized bytes one token covers: its decoded bytes (a vocabulary entry) or its
+ * pattern (an added token). 0 when an added token strips white space, since it then covers
+ * any amount of it. */
+static void set_max_token_bytes(md_tokenizer *tok) {
+  size_t most = 1;
+  for (size_t id = 0; id < tok->n_ids; id++)
+    if ((tok->flags[id] & MD_TOK_VALID) && tok->entries[id].bytes_len > most)
+      most = tok->entries[id].bytes_len;
+  for (size_t i = 0; i < tok->n_added; i++) {
+    if (tok->added[i].lstrip || tok->added[i].rstrip) {
+      most = 0;
+      break;
+    }
+    if (tok->added[i].pattern_len > most) most = tok->added[i].pattern_len;
+  }
+  tok->max_token_bytes = most;
+}
+
 /* ---- entry point ------------------------------------------------------------------------- */
 static md_status load_json(loader *l, json_t *root) {
   if (!json_is_object(root)) return bad(l, MD_E_FORMAT, "(top level)", "not a JSON object");
@@ -644,6 +662,7 @@ static md_status load_json(loader *l, json_t *root) {
   if (st == MD_OK) st = load_pre_tokenizer(l, root);
   if (st == MD_OK) st = check_decoder(l, root);
   if (st == MD_OK) l->tok->cache = md_tok_cache_new(); /* without it, encoding is just slower */
+  if (st == MD_OK) set_max_token_bytes(l->tok);
   return st;
 }
 

@@ -3,11 +3,13 @@
  * against HF tokenizers by check_run (collect_e2e_*); here, by hand from
  * the template rules of memdecay-traces(5): the region of the template
  * tokens and of the text of each message of a chat episode, the decode
- * window (teacher-forced, generated, none) and its cap, and the refusal of
- * ids outside the model's vocabulary. */
+ * window (teacher-forced, generated, none) and its cap, the refusal of
+ * ids outside the model's vocabulary, and of episodes that cannot fit
+ * max_positions before they are tokenised in full. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/episode_tokens.h"
 #include "tests/test_util.h"
@@ -119,6 +121,79 @@ static void test_vocab_refusal(const md_trace_episode *ep) {
   CHECK(t.ids == NULL && t.prompt.text == NULL);
 }
 
+/* max_positions: up to MD_EPISODE_COUNT_FACTOR times it the count is exact (the caller's
+ * check says by how much an episode is over); past that counting stops; a prompt too long
+ * for its fewest possible tokens to fit is refused from its length. */
+static void test_position_limit(const md_trace_episode *ep) {
+  md_episode_tokens t, all;
+  md_error err;
+  CHECK(md_episode_tokenize(tok, ep, NULL, &all, &err) == MD_OK);
+  size_t p = all.prompt_tokens, exact = (p + MD_EPISODE_COUNT_FACTOR - 1) / MD_EPISODE_COUNT_FACTOR;
+  md_episode_tokens_options o = {.max_positions = exact};
+  CHECK(md_episode_tokenize(tok, ep, &o, &t, &err) == MD_OK);
+  CHECK(t.prompt_tokens == p && !memcmp(t.ids, all.ids, md_episode_positions(&all) * sizeof *t.ids));
+  md_episode_tokens_free(&t);
+  o.max_positions = exact - 1;
+  CHECK(md_episode_tokenize(tok, ep, &o, &t, &err) == MD_E_INVALID);
+  char expect[256];
+  snprintf(expect, sizeof expect,
+           "episodes.jsonl:1: episode \"chat-1\": the prompt has more than %zu tokens (counting "
+           "stopped there), more than the model's max_position_embeddings (%zu)",
+           (exact - 1) * MD_EPISODE_COUNT_FACTOR, exact - 1);
+  CHECK_MSG(strstr(err.message, expect), "%s", err.message);
+  CHECK(t.ids == NULL && t.prompt.text == NULL);
+  size_t fewest = md_tokenizer_min_tokens(tok, all.prompt.length);
+  CHECK(fewest >= 2 && fewest <= p);
+  o.max_positions = fewest - 1;
+  CHECK(md_episode_tokenize(tok, ep, &o, &t, &err) == MD_E_INVALID);
+  snprintf(expect, sizeof expect,
+           "episode \"chat-1\": the prompt's %zu bytes make at least %zu tokens, more than the "
+           "model's max_position_embeddings (%zu)",
+           all.prompt.length, fewest, fewest - 1);
+  CHECK_MSG(strstr(err.message, expect), "%s", err.message);
+  md_episode_tokens_free(&all);
+}
+
+/* A teacher-forced continuation far longer than the model: refused once counted past the
+ * limit without a cap; with --max-steps its first tokens are all that is used. */
+static void test_long_continuation(void) {
+  char path[] = "/tmp/md_episode_tokens.XXXXXX";
+  int fd = mkstemp(path);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("{\"id\": \"long-text\", \"messages\": [{\"role\": \"user\", \"content\": \"Go.\"}], "
+        "\"continuation\": {\"text\": \"", f);
+  for (int i = 0; i < 2000; i++) fputs("one more word ", f);
+  fputs("\"}}\n", f);
+  fclose(f);
+  md_trace_reader *reader = NULL;
+  md_trace_episode ep;
+  bool have = false;
+  md_error err;
+  CHECK(md_trace_open(path, NULL, &reader, &err) == MD_OK);
+  CHECK(reader && md_trace_next(reader, &ep, &have, &err) == MD_OK && have);
+  md_trace_close(reader);
+  unlink(path);
+  if (!have) return;
+  md_episode_tokens t, all;
+  md_episode_tokens_options o = {.max_positions = 100};
+  CHECK(md_episode_tokenize(tok, &ep, NULL, &all, &err) == MD_OK);
+  CHECK(all.decode_steps > 400 && all.prompt_tokens < 100);
+  CHECK(md_episode_tokenize(tok, &ep, &o, &t, &err) == MD_E_INVALID);
+  CHECK_MSG(strstr(err.message, "episode \"long-text\": the continuation has more than 400 tokens "
+                                "(counting stopped there), more than the model's "
+                                "max_position_embeddings (100)"),
+            "%s", err.message);
+  o.max_steps = 5;
+  CHECK(md_episode_tokenize(tok, &ep, &o, &t, &err) == MD_OK);
+  CHECK(t.decode_steps == 5 && t.forced_tokens == 5);
+  CHECK(!memcmp(t.ids, all.ids, md_episode_positions(&t) * sizeof *t.ids));
+  md_episode_tokens_free(&t);
+  md_episode_tokens_free(&all);
+  md_trace_episode_free(&ep);
+}
+
 int main(void) {
   char path[4096];
   const char *root = getenv("MD_SOURCE_ROOT");
@@ -133,6 +208,8 @@ int main(void) {
   test_chat_regions(&episodes[0]);
   test_windows(&episodes[1], &episodes[2]);
   test_vocab_refusal(&episodes[0]);
+  test_position_limit(&episodes[0]);
+  test_long_continuation();
   for (int i = 0; i < 3; i++) md_trace_episode_free(&episodes[i]);
   md_tokenizer_free(tok);
   return md_test_finish("test_episode_tokens");

@@ -189,6 +189,71 @@ static void test_long_inputs(const md_tokenizer *tok) {
   free(text);
 }
 
+/* md_tokenizer_min_tokens is a true lower bound, and md_tokenizer_encode_at_most gives the
+ * same tokens as md_tokenizer_encode up to its limit and stops, keeping what `out` had,
+ * once the limit is certain to be passed. */
+static void test_count_limit(const md_tokenizer *tok) {
+  /* Qwen's longest entry is 128 bytes; NFC shrinks a text at most 4 times */
+  CHECK(md_tokenizer_min_tokens(tok, 0) == 0);
+  CHECK(md_tokenizer_min_tokens(tok, 512) == 1 && md_tokenizer_min_tokens(tok, 513) == 2);
+  size_t n = 1 << 20, count = 0;
+  char *text = malloc(n);
+  memset(text, ' ', n);
+  round_trip(tok, text, n, &count);
+  CHECK(count >= md_tokenizer_min_tokens(tok, n));
+  md_tokens t = {0}, all = {0};
+  bool over = true;
+  md_error err = {0};
+  encode_ok(tok, "Hello world", 11, &all);
+  CHECK(md_tokenizer_encode_at_most(tok, "Hello world", 11, 2, &t, &over, &err) == MD_OK);
+  CHECK(!over && t.count == 2 && t.ids[0] == 9707 && t.ids[1] == 1879);
+  CHECK(md_tokenizer_encode_at_most(tok, "Hello world", 11, 3, &t, &over, &err) == MD_OK);
+  CHECK(over && t.count == 2); /* 2 more after 2 cannot fit in 3: the list keeps what it had */
+  md_tokens_clear(&t);
+  /* a text too long for its fewest tokens to fit is not looked at (nor checked) */
+  text[0] = (char)0xff;
+  CHECK(md_tokenizer_encode_at_most(tok, text, n, 100, &t, &over, &err) == MD_OK);
+  CHECK(over && t.count == 0);
+  /* one letter run of a MiB: 2048 tokens at least by the whole text's length, 8192 by the
+   * piece's (no NFC there): stopped before BPE */
+  memset(text, 'a', n);
+  CHECK(md_tokenizer_encode_at_most(tok, text, n, 5000, &t, &over, &err) == MD_OK);
+  CHECK(over && t.count == 0);
+  /* under the limit: the same tokens as without one */
+  md_tokens_clear(&all);
+  encode_ok(tok, text, n / 64, &all);
+  CHECK(md_tokenizer_encode_at_most(tok, text, n / 64, all.count, &t, &over, &err) == MD_OK);
+  CHECK(!over && t.count == all.count && !memcmp(t.ids, all.ids, all.count * sizeof *all.ids));
+  md_tokens_free(&t);
+  md_tokens_free(&all);
+  free(text);
+}
+
+/* The 4 of md_tokenizer_min_tokens: NFC never makes a character, or a character with the
+ * marks it composes with, more than 3 times shorter in UTF-8. Checked on every code point
+ * and on the canonical decomposition of every one that NFC keeps (a primary composite). */
+static void test_nfc_shrink(void) {
+  size_t worst_num = 1, worst_den = 1;
+  for (int32_t cp = 0x80; cp < 0x110000; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    uint8_t utf8[8];
+    utf8proc_ssize_t n = utf8proc_encode_char(cp, utf8);
+    utf8[n] = 0;
+    uint8_t *nfc = utf8proc_NFC(utf8), *nfd = utf8proc_NFD(utf8);
+    CHECK(nfc && nfd);
+    if (!nfc || !nfd) break;
+    size_t out = strlen((const char *)nfc), in = (size_t)n;
+    if (in * worst_den > out * worst_num) worst_num = in, worst_den = out;
+    if (!strcmp((const char *)nfc, (const char *)utf8)) { /* NFC(NFD(c)) = c */
+      in = strlen((const char *)nfd);
+      if (in * worst_den > out * worst_num) worst_num = in, worst_den = out;
+    }
+    free(nfc);
+    free(nfd);
+  }
+  CHECK_MSG(worst_num <= 3 * worst_den, "NFC shrinks %zu bytes to %zu", worst_num, worst_den);
+}
+
 typedef struct worker {
   const md_tokenizer *tok;
   const char **texts;
@@ -313,7 +378,9 @@ int main(void) {
   test_invalid_utf8(tok);
   test_long_inputs(tok);
   test_threads(tok);
+  test_count_limit(tok);
   md_tokenizer_free(tok);
+  test_nfc_shrink();
   test_regex_limits();
   test_nfc_fast_path();
   return md_test_finish("tokenizer_api");
