@@ -21,8 +21,10 @@ static size_t hash_name(const char *name, size_t len) {
   return (size_t)h;
 }
 
+/* Compares lengths first: a field is bytes with a length, and a C-string
+ * comparison would stop at a NUL inside it ("system\0" is not "system"). */
 static bool name_equals(const md_events_region *region, const char *name, size_t len) {
-  return strncmp(region->name, name, len) == 0 && region->name[len] == '\0';
+  return region->name_len == len && memcmp(region->name, name, len) == 0;
 }
 
 /* Index of the region called name[0..len), or n_regions when absent. */
@@ -68,6 +70,7 @@ static md_status add_region(md_events *events, const char *name, size_t len, md_
   if (!region->name) return md_fail(err, MD_E_NOMEM, "out of memory for a new region");
   memcpy(region->name, name, len);
   region->name[len] = '\0';
+  region->name_len = len;
   insert_slot(events->slots, events->n_slots, region->name, events->n_regions);
   events->n_regions++;
   return MD_OK;
@@ -231,7 +234,7 @@ static void region_field(csv_reader *r, size_t column, const char *text, size_t 
     fail_at(r, MD_E_FORMAT, column, "'region' is empty", NULL, 0);
     return;
   }
-  if (!md_region_name_valid(text, len) || memchr(text, '\0', len)) {
+  if (!md_region_name_valid(text, len)) {
     fail_at(r, MD_E_FORMAT, column,
             "'region' is not a valid region name (lower-case letters, digits and '_', "
             "starting with a letter)",
@@ -297,11 +300,33 @@ static void header_field(csv_reader *r, const char *text, size_t len) {
   r->names[r->n_columns++] = name;
 }
 
+/* Header names and the fields read are compared as C strings or parsed
+ * further on (column roles, region names, numbers): a NUL byte would cut
+ * them short, so a field holding one is refused here, before any of that.
+ * Columns the reader ignores are not looked at. */
+static bool has_nul(csv_reader *r, size_t index, const char *text, size_t len) {
+  column_role role = COL_OTHER;
+  if (!r->in_header) {
+    role = index < r->n_columns ? r->roles[index] : COL_OTHER;
+    if (role == COL_OTHER || role == COL_ROLES) return false;
+  }
+  if (!memchr(text, '\0', len)) return false;
+  char what[64];
+  if (r->in_header) {
+    snprintf(what, sizeof what, "a NUL byte in a column name");
+  } else {
+    snprintf(what, sizeof what, "a NUL byte in '%s'", role_names[role]);
+  }
+  fail_at(r, MD_E_FORMAT, index + 1, what, text, len);
+  return true;
+}
+
 static void on_field(void *text, size_t len, void *data) {
   csv_reader *r = data;
   if (r->status != MD_OK) return;
   const char *field = text ? text : "";
   size_t index = r->field++;
+  if (has_nul(r, index, field, len)) return;
   if (r->in_header) {
     header_field(r, field, len);
   } else if (index < r->n_columns) {

@@ -11,7 +11,8 @@
  *
  * Every bad value is an MD_E_FORMAT error "FILE:LINE:COLUMN: ..." (LINE counts
  * line feeds from 1, the header being line 1; COLUMN is the 1-based field
- * number). A file that cannot be opened or read is MD_E_IO. */
+ * number); a field holding a NUL byte, in the header or a row, is one of
+ * them. A file that cannot be opened or read is MD_E_IO. */
 #ifndef MD_IO_EVENTS_H
 #define MD_IO_EVENTS_H
 
@@ -26,6 +27,7 @@
 
 typedef struct md_events_region {
   char *name;       /* matches [a-z][a-z0-9_]* */
+  size_t name_len;  /* strlen(name): lookups compare lengths, never read past it */
   size_t n;         /* rows */
   size_t cap;       /* allocated rows */
   double *time;     /* [n] lifetime end, decode steps */

@@ -185,7 +185,8 @@ static void load_region(md_run_manifest_stream *s, size_t column, const char *na
 
 static void region_field(md_run_manifest_stream *s, size_t column, const char *text, size_t len) {
   char what[160], field[FIELD_SHOWN + 4];
-  if (!md_region_name_valid(text, len) || memchr(text, '\0', len)) {
+  /* md_region_name_valid refuses a NUL byte too, before any strcmp below. */
+  if (!md_region_name_valid(text, len)) {
     snprintf(what, sizeof what, "'region' is not a valid region name (lower-case letters, digits "
              "and '_', starting with a letter): \"%s\"", shown(field, sizeof field, text, len));
     fail_row(s, column, what);
@@ -225,6 +226,14 @@ static void data_field(md_run_manifest_stream *s, size_t index, const char *text
 }
 
 static void header_field(md_run_manifest_stream *s, const char *text, size_t len) {
+  /* Column names are matched as C strings: "region\0x" must not pass for
+   * "region". */
+  if (memchr(text, '\0', len)) {
+    char field[FIELD_SHOWN + 4];
+    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: a NUL byte in a column name: \"%s\"",
+                        s->path, s->line, s->n_columns + 1, shown(field, sizeof field, text, len));
+    return;
+  }
   if (s->n_columns == s->names_cap) {
     size_t cap = s->names_cap ? 2 * s->names_cap : 16;
     char **names = realloc(s->names, cap * sizeof *names);
