@@ -228,8 +228,10 @@ static md_status read_u64(const md_json_fields *f, const json_t *object, const c
 }
 
 static md_status read_run(const md_json_fields *f, const json_t *root, md_calibration *c) {
-  const json_t *run, *aggregation;
+  const json_t *run = NULL, *aggregation = NULL;
   int64_t page_size = 0;
+  c->run.page_size = 0;
+  c->run.layers[0] = c->run.layers[1] = -1;
   md_status s = md_json_object(f, root, "", "run", true, &run);
   if (s == MD_OK) s = md_json_string(f, run, "run", "path", false, &c->run.path);
   if (s == MD_OK) s = md_json_string(f, run, "run", "device", false, &c->run.device);
@@ -239,9 +241,11 @@ static md_status read_run(const md_json_fields *f, const json_t *root, md_calibr
     s = md_json_integer(f, aggregation, "run.aggregation", "page_size", true, 1, &page_size);
   c->run.page_size = (long)page_size;
   if (s == MD_OK) s = md_json_string(f, aggregation, "run.aggregation", "heads", false, &c->run.heads);
-  c->run.layers[0] = c->run.layers[1] = -1;
+  /* Nothing below runs after an error: aggregation is set only once the
+   * fields before it have been read. */
+  if (s != MD_OK) return s;
   const json_t *layers = json_object_get(aggregation, "layers");
-  if (s != MD_OK || !layers || json_is_null(layers)) return s;
+  if (!layers || json_is_null(layers)) return MD_OK;
   if (!json_is_array(layers) || json_array_size(layers) != 2 ||
       !json_is_integer(json_array_get(layers, 0)) || !json_is_integer(json_array_get(layers, 1)))
     return md_json_bad(f, "run.aggregation", "layers", "[begin, end] or null", layers);
@@ -251,7 +255,7 @@ static md_status read_run(const md_json_fields *f, const json_t *root, md_calibr
 }
 
 static md_status read_model(const md_json_fields *f, const json_t *root, md_calibration *c) {
-  const json_t *model;
+  const json_t *model = NULL;
   md_status s = md_json_object(f, root, "", "model", true, &model);
   if (s == MD_OK) s = md_json_string(f, model, "model", "name", true, &c->model.name);
   if (s == MD_OK)
@@ -292,7 +296,7 @@ static md_status read_sources(const md_json_fields *f, const json_t *w, md_calib
 }
 
 static md_status read_workload(const md_json_fields *f, const json_t *root, md_calibration *c) {
-  const json_t *w;
+  const json_t *w = NULL;
   int64_t guard = 0;
   md_status s = md_json_object(f, root, "", "workload", true, &w);
   if (s == MD_OK) s = read_sources(f, w, c);
@@ -321,7 +325,7 @@ static md_status read_workload(const md_json_fields *f, const json_t *root, md_c
 }
 
 static md_status read_policy(const md_json_fields *f, const json_t *root, md_calibration *c) {
-  const json_t *policy, *norm;
+  const json_t *policy = NULL, *norm = NULL;
   int64_t passes = 0;
   md_status s = md_json_object(f, root, "", "policy", true, &policy);
   if (s == MD_OK) s = md_json_number(f, policy, "policy", "ewma_beta", false, &c->policy.ewma_beta);
@@ -345,7 +349,7 @@ static md_status read_policy(const md_json_fields *f, const json_t *root, md_cal
 
 static md_status read_curve(const md_json_fields *f, const json_t *value, const char *parent,
                             md_calibration_region *r) {
-  const json_t *curve;
+  const json_t *curve = NULL;
   char name[160];
   md_status s = md_json_object(f, value, parent, "curve", true, &curve);
   if (s != MD_OK) return s;
@@ -409,7 +413,7 @@ static md_status read_region(const md_json_fields *f, const char *name, const js
 }
 
 static md_status read_regions(const md_json_fields *f, const json_t *root, md_calibration *c) {
-  const json_t *regions;
+  const json_t *regions = NULL;
   md_status s = md_json_object(f, root, "", "regions", true, &regions);
   if (s != MD_OK) return s;
   c->regions = calloc(json_object_size(regions) + 1, sizeof *c->regions);
@@ -452,7 +456,7 @@ static md_status read_document(const md_json_fields *f, const json_t *root, md_c
     return md_fail(f->err, MD_E_UNSUPPORTED, "%s: format \"%s\" is not supported (expected \""
                    MD_CALIBRATION_FORMAT "\")", f->path, json_string_value(format));
   const json_t *generator = json_object_get(root, "generator");
-  const json_t *events;
+  const json_t *events = NULL;
   md_status s = MD_OK;
   if (json_is_object(generator))
     s = md_json_string(f, generator, "generator", "version", false, &c->generator_version);

@@ -368,6 +368,7 @@ static const char *json_kind(const json_t *value) {
 /* Reads a number (or null, when allowed) at `field`; NaN stands for null. */
 static md_status read_number(const char *path, const char *field, const json_t *value,
                              bool null_ok, double *out, md_error *err) {
+  *out = NAN;
   if (value && json_is_number(value)) {
     *out = json_number_value(value);
     return MD_OK;
@@ -401,6 +402,7 @@ static md_status read_interval(const char *path, const char *field, const json_t
 /* Reads an int at `field` (a JSON integer within int's range). */
 static md_status read_int(const char *path, const char *field, const json_t *value, int *out,
                           md_error *err) {
+  *out = 0;
   if (value && json_is_integer(value) && json_integer_value(value) >= INT_MIN &&
       json_integer_value(value) <= INT_MAX) {
     *out = (int)json_integer_value(value);
@@ -428,7 +430,10 @@ static md_status read_runtime_number(const char *path, const char *field, const 
 static md_status read_region(const char *path, const char *name, const json_t *value,
                              bool strict, md_config_read_region *region, md_error *err) {
   char field[160];
-  region->lambda = NAN;
+  region->name = NULL;
+  region->pinned = false;
+  region->base_priority = region->half_life = region->lambda = NAN;
+  region->half_life_ci[0] = region->half_life_ci[1] = NAN;
   if (!md_region_name_valid(name, strlen(name))) {
     return md_fail(err, MD_E_FORMAT, "%s: regions: \"%s\" is not a valid region name", path, name);
   }

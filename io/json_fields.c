@@ -97,6 +97,7 @@ md_status md_json_number(const md_json_fields *f, const json_t *object, const ch
 md_status md_json_boolean(const md_json_fields *f, const json_t *object, const char *parent,
                           const char *key, bool *out) {
   const json_t *value = object ? json_object_get(object, key) : NULL;
+  *out = false;
   if (!json_is_boolean(value)) return md_json_bad(f, parent, key, "true or false", value);
   *out = json_is_true(value);
   return MD_OK;

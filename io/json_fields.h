@@ -1,6 +1,8 @@
 /* Reading fields of a JSON document (jansson) with messages that name the
  * file and the key: "PATH: model.name: expected a non-empty string, found
- * null", or "PATH:LINE:COLUMN: ..." for syntax errors. Shared by the readers
+ * null", or "PATH:LINE:COLUMN: ..." for syntax errors. Every function sets
+ * its output (NULL, -1, NaN, false) before it looks at the value, so a
+ * caller that stops at the first error never reads an unset one. Shared by the readers
  * of run.json (io/run_dir.h) and of the calibration sidecar
  * (io/calibration.h). A field is named by its parent ("model",
  * "episodes[3]"; "" at the top) and its key. */
@@ -47,7 +49,7 @@ md_status md_json_integer(const md_json_fields *f, const json_t *object, const c
 md_status md_json_number(const md_json_fields *f, const json_t *object, const char *parent,
                          const char *key, bool null_ok, double *out);
 
-/* true or false. Always required. */
+/* true or false (false on error). Always required. */
 md_status md_json_boolean(const md_json_fields *f, const json_t *object, const char *parent,
                           const char *key, bool *out);
 

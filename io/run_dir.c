@@ -28,7 +28,7 @@ char *md_run_path(const char *dir, const char *sub, const char *id, const char *
 /* ---- run.json --------------------------------------------------------------- */
 
 static md_status read_model(const md_json_fields *f, const json_t *root, md_run_info *info) {
-  const json_t *model;
+  const json_t *model = NULL;
   md_status s = md_json_object(f, root, "", "model", true, &model);
   if (s == MD_OK) s = md_json_string(f, model, "model", "name", true, &info->model.name);
   if (s == MD_OK)
@@ -46,7 +46,7 @@ static md_status read_model(const md_json_fields *f, const json_t *root, md_run_
                 {"hidden", &info->model.hidden},
                 {"vocab", &info->model.vocab}};
   for (size_t i = 0; i < sizeof counts / sizeof counts[0] && s == MD_OK; i++) {
-    int64_t value;
+    int64_t value = -1;
     s = md_json_integer(f, model, "model", counts[i].key, false, 1, &value);
     *counts[i].out = (long)value;
   }
@@ -55,7 +55,7 @@ static md_status read_model(const md_json_fields *f, const json_t *root, md_run_
 
 static md_status read_file_ref(const md_json_fields *f, const json_t *root, const char *key,
                                bool required, char **path, char **sha256) {
-  const json_t *object;
+  const json_t *object = NULL;
   md_status s = md_json_object(f, root, "", key, required, &object);
   if (s == MD_OK && object) s = md_json_string(f, object, key, "path", required, path);
   if (s == MD_OK && object) s = md_json_string(f, object, key, "sha256", false, sha256);
@@ -64,7 +64,7 @@ static md_status read_file_ref(const md_json_fields *f, const json_t *root, cons
 
 static md_status read_aggregation(const md_json_fields *f, const json_t *root,
                                   md_run_info *info) {
-  const json_t *aggregation;
+  const json_t *aggregation = NULL;
   info->aggregation.layers[0] = info->aggregation.layers[1] = -1;
   int64_t page_size = -1;
   md_status s = md_json_object(f, root, "", "aggregation", true, &aggregation);
@@ -73,13 +73,17 @@ static md_status read_aggregation(const md_json_fields *f, const json_t *root,
   info->aggregation.page_size = (long)page_size;
   if (s == MD_OK)
     s = md_json_string(f, aggregation, "aggregation", "heads", false, &info->aggregation.heads);
+  /* Nothing below runs after an error: aggregation may then be a value of
+   * the wrong kind. */
+  if (s != MD_OK) return s;
   const json_t *layers = json_object_get(aggregation, "layers");
-  if (s != MD_OK || !layers || json_is_null(layers)) return s;
-  json_int_t begin = json_integer_value(json_array_get(layers, 0));
-  json_int_t end = json_integer_value(json_array_get(layers, 1));
-  if (!json_is_array(layers) || json_array_size(layers) != 2 ||
-      !json_is_integer(json_array_get(layers, 0)) || !json_is_integer(json_array_get(layers, 1)) ||
-      begin < 0 || end <= begin || end > 1 << 20)
+  if (!layers || json_is_null(layers)) return MD_OK;
+  bool pair = json_is_array(layers) && json_array_size(layers) == 2 &&
+              json_is_integer(json_array_get(layers, 0)) &&
+              json_is_integer(json_array_get(layers, 1));
+  json_int_t begin = pair ? json_integer_value(json_array_get(layers, 0)) : -1;
+  json_int_t end = pair ? json_integer_value(json_array_get(layers, 1)) : -1;
+  if (!pair || begin < 0 || end <= begin || end > 1 << 20)
     return md_json_bad(f, "aggregation", "layers", "[begin, end] with 0 <= begin < end", layers);
   info->aggregation.layers[0] = (long)begin;
   info->aggregation.layers[1] = (long)end;
