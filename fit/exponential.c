@@ -85,6 +85,20 @@ md_status md_fit_exponential(const md_surv_table *table, double level, md_expone
   fit->exposure = totals.exposure;
   fit->level = level;
   double q = gsl_cdf_chisq_Pinv(level, 1.0);
+  /* Every row is finite, but their sum need not be (two times of 1e308):
+   * lambda would come out 0 and every estimate from it wrong. */
+  if (!isfinite(totals.exposure) || !isfinite(totals.events)) {
+    fit->estimable = false;
+    fit->reason = "the exposure sum(weight * (time - entry)) overflows a double";
+    fit->lambda = fit->log_lambda_se = NAN;
+    fit->lambda_ci_wald[0] = fit->lambda_ci_wald[1] = NAN;
+    fit->lambda_ci_profile[0] = fit->lambda_ci_profile[1] = NAN;
+    fit->loglik = fit->aic = NAN;
+    return md_fail(err, MD_E_NUMERIC,
+                   "exponential fit: the exposure, sum(weight * (time - entry)) over %.17g rows, "
+                   "overflows a double (times or weights too close to the largest double)",
+                   totals.rows);
+  }
   if (totals.events <= 0.0) {
     fit->estimable = false;
     fit->reason = "no events: the rate cannot be estimated, only bounded above";

@@ -35,9 +35,11 @@ typedef struct md_exponential_fit {
 } md_exponential_fit;
 
 /* Errors: MD_E_INVALID (no table, empty table, level outside (0, 1)),
- * MD_E_NUMERIC (the profile root finder failed; does not happen for valid
- * input). No events is not an error: the fit comes back with
- * estimable = false. */
+ * MD_E_NUMERIC when the exposure T or the events d overflow a double
+ * (finite times near the largest double whose sum is not finite; the fit
+ * then holds estimable = false, NaN and a reason) or the profile root finder
+ * failed (does not happen otherwise). No events is not an error: the fit
+ * comes back with estimable = false. */
 md_status md_fit_exponential(const md_surv_table *table, double level, md_exponential_fit *fit,
                              md_error *err);
 

@@ -261,6 +261,11 @@ md_status md_km_fit(const md_surv_table *table, md_km_band band, double level, m
     return md_fail(err, MD_E_INVALID, "Kaplan-Meier: unknown band %d", (int)band);
   if (!(level > 0.0 && level < 1.0))
     return md_fail(err, MD_E_INVALID, "Kaplan-Meier: confidence level %g is not in (0, 1)", level);
+  md_surv_totals totals;
+  md_surv_table_totals(table, &totals);
+  if (!(totals.weight <= MD_SURV_MAX_TOTAL_WEIGHT))
+    return md_fail(err, MD_E_NUMERIC, "Kaplan-Meier: the weights sum to %g, more than %g (the "
+                   "Greenwood variance would overflow)", totals.weight, MD_SURV_MAX_TOTAL_WEIGHT);
   if (!allocate_curve(curve, count_distinct_times(table))) {
     md_km_curve_free(curve);
     return md_fail(err, MD_E_NOMEM, "Kaplan-Meier: out of memory");

@@ -57,8 +57,10 @@ typedef struct md_km_curve {
 } md_km_curve;
 
 /* Errors: MD_E_INVALID (no table, empty table, unknown band, level outside
- * (0, 1)), MD_E_NOMEM. On error the curve holds no arrays and
- * md_km_curve_free on it is safe. */
+ * (0, 1)), MD_E_NUMERIC (the weights sum to more than
+ * MD_SURV_MAX_TOTAL_WEIGHT, where the Greenwood sum would overflow),
+ * MD_E_NOMEM. On error the curve holds no arrays and md_km_curve_free on it
+ * is safe. */
 md_status md_km_fit(const md_surv_table *table, md_km_band band, double level, md_km_curve *curve,
                     md_error *err);
 void md_km_curve_free(md_km_curve *curve);

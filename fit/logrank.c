@@ -234,6 +234,18 @@ static md_status run_test(md_risk_sweep *sweeps, size_t n_groups, md_logrank_res
   md_status status = MD_OK;
   if (!result->observed || !result->expected || !result->variance)
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
+  /* Numbers at risk are multiplied together (a_j a_k, n (n - 1)): beyond
+   * this total their products overflow and the statistic would be NaN. */
+  double weight = 0.0;
+  for (size_t k = 0; k < n_groups; k++) {
+    md_surv_totals totals;
+    md_surv_table_totals(sweeps[k].table, &totals);
+    weight += totals.weight;
+  }
+  if (status == MD_OK && !(weight <= MD_SURV_MAX_TOTAL_WEIGHT)) {
+    not_estimable(result, NAN, "the weights sum to more than 1e150: the variance would overflow");
+    return MD_OK;
+  }
   if (status == MD_OK) status = sweep_groups(sweeps, result, err);
   if (status == MD_OK) status = chi_square(result, err);
   if (status != MD_OK) md_logrank_result_free(result);

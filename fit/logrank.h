@@ -34,7 +34,9 @@ typedef struct md_logrank_result {
 
 /* groups[0 .. n_groups-1], n_groups >= 2. Errors: MD_E_INVALID (fewer than
  * two groups, an empty group), MD_E_NOMEM. A test that cannot be computed
- * is not an error: MD_OK with estimable = false. */
+ * is not an error: MD_OK with estimable = false (also when the groups'
+ * weights sum to more than MD_SURV_MAX_TOTAL_WEIGHT, where the variance
+ * would overflow). */
 md_status md_logrank(const md_surv_table *groups, size_t n_groups, md_logrank_result *result,
                      md_error *err);
 void md_logrank_result_free(md_logrank_result *result);

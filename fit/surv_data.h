@@ -65,4 +65,11 @@ typedef struct md_surv_totals {
 
 void md_surv_table_totals(const md_surv_table *table, md_surv_totals *totals);
 
+/* The largest total weight the estimators accept. Kaplan-Meier and the
+ * log-rank test multiply numbers at risk (n (n - d), a_j a_k), so their
+ * squares must stay well inside a double; every row being finite does not
+ * make the sums finite. Above it md_km_fit and md_logrank give up (see
+ * there) rather than return infinities or NaN. */
+#define MD_SURV_MAX_TOTAL_WEIGHT 1e150
+
 #endif

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_ITERATIONS = 100, MAX_HALVINGS = 40 };
+enum { MAX_ITERATIONS = 100, MAX_HALVINGS = 40, MAX_RIDGES = 200 };
 static const double RELATIVE_TOLERANCE = 1e-10; /* on the Newton decrement */
 static const double MAX_ABS_LOG_SIGMA = 30.0; /* beyond: the shape runs off to 0 or infinity */
 
@@ -102,20 +102,31 @@ static void cholesky_solve_2x2(const double m[2][2], const double b[2], double x
   }
 }
 
+static bool point_finite(const weibull_point *p) {
+  return isfinite(p->loglik) && isfinite(p->gradient[0]) && isfinite(p->gradient[1]) &&
+         isfinite(p->information[0][0]) && isfinite(p->information[0][1]) &&
+         isfinite(p->information[1][1]);
+}
+
 /* The Newton direction; away from the maximum, where the information need
  * not be positive definite, a multiple of the identity is added until it is
- * (Levenberg), which turns the step towards the gradient. */
-static void newton_direction(const weibull_point *p, double step[2]) {
+ * (Levenberg), which turns the step towards the gradient. The ridge doubles,
+ * so a finite matrix is positive definite long before MAX_RIDGES; false (no
+ * direction) when it is not, which only a sum that overflowed can cause. */
+static bool newton_direction(const weibull_point *p, double step[2]) {
+  if (!point_finite(p)) return false;
   double m[2][2] = {{p->information[0][0], p->information[0][1]},
                     {p->information[1][0], p->information[1][1]}};
   double ridge = 0.0, size = fabs(m[0][0]) + fabs(m[1][1]) + 1e-12;
-  while (!positive_definite(m)) {
+  for (int k = 0; !positive_definite(m); k++) {
+    if (k == MAX_RIDGES) return false;
     double add = ridge == 0.0 ? 1e-3 * size : ridge;
     ridge += add;
     m[0][0] += add;
     m[1][1] += add;
   }
   cholesky_solve_2x2(m, p->gradient, step, NULL);
+  return isfinite(step[0]) && isfinite(step[1]);
 }
 
 /* Moves along `step`, halved while the log-likelihood does not increase;
@@ -126,7 +137,7 @@ static bool newton_step(const weibull_rows *rows, weibull_point *p, double step[
     if (fabs(log_sigma) <= MAX_ABS_LOG_SIGMA) {
       weibull_point next;
       evaluate(rows, mu, log_sigma, &next);
-      if (isfinite(next.loglik) && next.loglik >= p->loglik) {
+      if (point_finite(&next) && next.loglik >= p->loglik) {
         *p = next;
         return true;
       }
@@ -148,14 +159,16 @@ static const char *maximise(const weibull_rows *rows, weibull_point *p, int *ite
   int final_steps = 0;
   for (*iterations = 0; *iterations < MAX_ITERATIONS;) {
     double step[2];
-    newton_direction(p, step);
+    if (!newton_direction(p, step))
+      return "the log-likelihood or its derivatives overflow a double (times or weights too "
+             "extreme)";
     double decrement = p->gradient[0] * step[0] + p->gradient[1] * step[1];
     double scale = fmax(1.0, fabs(p->loglik));
     if (decrement <= 1e-24 * scale) return NULL;
     if (decrement <= RELATIVE_TOLERANCE * scale) {
       weibull_point next;
       evaluate(rows, p->mu + step[0], p->log_sigma + step[1], &next);
-      if (!isfinite(next.loglik)) return "the log-likelihood is not finite near its maximum";
+      if (!point_finite(&next)) return "the log-likelihood is not finite near its maximum";
       *p = next;
       ++*iterations;
       if (++final_steps == 2) return NULL;
@@ -241,14 +254,28 @@ md_status md_fit_weibull(const md_surv_table *table, const md_exponential_fit *e
   fit->level = level;
   md_exponential_fit own_exponential;
   if (!exponential) {
-    md_status status = md_fit_exponential(table, level, &own_exponential, err);
-    if (status != MD_OK) return status;
+    md_error local = {0};
+    md_status status = md_fit_exponential(table, level, &own_exponential, &local);
+    if (status == MD_E_NUMERIC) {
+      /* No starting point (an exposure that overflows): not estimable,
+       * as the contract says, rather than an error. */
+      set_not_estimable(fit, "the exponential fit it starts from cannot be computed");
+      return MD_OK;
+    }
+    if (status != MD_OK) {
+      if (err) *err = local;
+      return status;
+    }
     exponential = &own_exponential;
   }
   md_surv_totals totals;
   md_surv_table_totals(table, &totals);
   if (totals.distinct_event_times < 2 || !exponential->estimable) {
     set_not_estimable(fit, "fewer than 2 distinct event times: the shape cannot be estimated");
+    return MD_OK;
+  }
+  if (!(exponential->lambda > 0.0 && isfinite(exponential->lambda))) {
+    set_not_estimable(fit, "the exponential fit it starts from has no finite positive rate");
     return MD_OK;
   }
   return fit_rows(table, exponential, fit, err);

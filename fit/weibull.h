@@ -14,7 +14,8 @@
 #include "fit/surv_data.h"
 
 typedef struct md_weibull_fit {
-  bool estimable;      /* false with fewer than 2 distinct event times, or no convergence */
+  bool estimable;      /* false with fewer than 2 distinct event times, no convergence, or
+                        * a log-likelihood whose sums overflow (every loop is bounded) */
   const char *reason;  /* static text for a warning when !estimable; NULL otherwise */
   bool converged;
   int iterations;      /* Newton steps taken */

@@ -389,6 +389,70 @@ static void test_logrank_not_estimable(void) {
   md_surv_table_free(&groups[1]);
 }
 
+/* Finite rows whose sums overflow: each estimator gives a clear outcome
+ * (not estimable, or MD_E_NUMERIC for the caller to turn into a warning)
+ * and returns; the Weibull fit used to loop for ever on a NaN information. */
+static void build(md_surv_table *t, size_t n, const double *times, const uint8_t *events,
+                  const double *weights) {
+  md_surv_data data = {n, times, events, NULL, weights};
+  md_error err = {0};
+  CHECK_MSG(md_surv_table_build(&data, t, &err) == MD_OK, "%s", err.message);
+}
+
+static void test_overflowing_sums(void) {
+  double times[3] = {1e308, 4.9e-324, 1e308};
+  uint8_t events[3] = {1, 1, 0};
+  md_surv_table t;
+  build(&t, 3, times, events, NULL);
+  md_error err = {0};
+  md_exponential_fit e;
+  CHECK(md_fit_exponential(&t, 0.95, &e, &err) == MD_E_NUMERIC);
+  CHECK_MSG(strstr(err.message, "overflows a double") != NULL, "%s", err.message);
+  CHECK(!e.estimable && e.reason && isnan(e.lambda) && isnan(e.loglik));
+  md_weibull_fit w;
+  CHECK(md_fit_weibull(&t, NULL, 0.95, &w, &err) == MD_OK);
+  CHECK(!w.estimable && w.reason && isnan(w.shape) && isnan(w.scale));
+  /* An exponential fit handed in with a rate of 0 (what the overflowing
+   * exposure used to give) starts Newton at mu = inf. */
+  md_exponential_fit zero = {.estimable = true, .events = 2, .exposure = INFINITY, .lambda = 0,
+                             .level = 0.95};
+  CHECK(md_fit_weibull(&t, &zero, 0.95, &w, &err) == MD_OK);
+  CHECK(!w.estimable && w.reason && isnan(w.shape));
+  md_km_curve km;
+  CHECK(md_km_fit(&t, MD_KM_BAND_LOG, 0.95, &km, &err) == MD_OK);
+  md_km_curve_free(&km);
+  md_surv_table_free(&t);
+
+  /* Extreme but summable times: the fit ends, estimable or not, never NaN
+   * when estimable. */
+  double spread[4] = {1e300, 4.9e-324, 1e300, 5e-324};
+  uint8_t spread_events[4] = {1, 1, 0, 1};
+  build(&t, 4, spread, spread_events, NULL);
+  CHECK(md_fit_weibull(&t, NULL, 0.95, &w, &err) == MD_OK);
+  CHECK(!w.estimable || (isfinite(w.shape) && isfinite(w.scale)));
+  md_surv_table_free(&t);
+
+  /* Weights whose sum squared overflows: KM and log-rank give up. */
+  double wt[2] = {1, 2}, weights[2] = {1e200, 1e200};
+  uint8_t both[2] = {1, 1};
+  md_surv_table groups[2];
+  build(&groups[0], 2, wt, both, weights);
+  build(&groups[1], 2, wt, both, NULL);
+  CHECK(md_km_fit(&groups[0], MD_KM_BAND_LOG, 0.95, &km, &err) == MD_E_NUMERIC);
+  CHECK_MSG(strstr(err.message, "weights sum") != NULL, "%s", err.message);
+  CHECK(km.n_times == 0);
+  md_km_curve_free(&km);
+  md_logrank_result r;
+  CHECK(md_logrank(groups, 2, &r, &err) == MD_OK);
+  CHECK(!r.estimable && r.reason && isnan(r.p_value));
+  md_logrank_result_free(&r);
+  double chisq[4], p_value[4];
+  CHECK(md_logrank_pairwise(groups, 2, chisq, p_value, &err) == MD_OK);
+  CHECK(isnan(chisq[1]) && isnan(p_value[1]));
+  md_surv_table_free(&groups[0]);
+  md_surv_table_free(&groups[1]);
+}
+
 int main(void) {
   test_invalid_rows();
   test_invalid_arguments();
@@ -404,5 +468,6 @@ int main(void) {
   test_km_quantiles_by_hand();
   test_logrank_fractional_weights();
   test_logrank_not_estimable();
+  test_overflowing_sums();
   return md_test_finish("test_fit_units");
 }
