@@ -105,7 +105,7 @@ static int usage(void) {
 
 int main(int argc, char **argv) {
   options opt = {.episodes = 24, .tokens = 300, .seed = 20240611, .window = 256, .guard = 16};
-  for (int i = 1; i < argc; i++) {
+  for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) return usage();
     char *end = NULL;
     long value = strtol(argv[i + 1], &end, 10);
@@ -117,7 +117,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--guard")) opt.guard = value;
     else if (!strcmp(argv[i], "--continuous") && value <= 1) opt.continuous = value;
     else return usage();
-    i++;
   }
   if (opt.window <= opt.guard) return usage();
   static char buffer[1 << 20];

@@ -16,8 +16,9 @@ typedef enum md_cpu_isa {
   MD_CPU_ISA_AVX2,         /* AVX2 + FMA + F16C */
 } md_cpu_isa;
 
-/* The best instruction set this CPU runs (checked with
- * __builtin_cpu_supports; the file compiles without -march=native). */
+/* The best instruction set this CPU runs (checked with CPUID and XGETBV, as
+ * GCC's __builtin_cpu_supports does; the file compiles without
+ * -march=native, with GCC and clang). */
 md_cpu_isa md_cpu_detect_isa(void);
 
 /* y[r] = sum_c W[r, c] * x[c] (+ bias[r]) for r in [0, rows): one row of

@@ -9,6 +9,7 @@
  * The AVX2 functions carry target attributes, so this file compiles
  * without -march=native; md_cpu_detect_isa picks the path at run time. */
 #include <math.h>
+#include <stdbool.h>
 #include <omp.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define MD_HAVE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define MD_HAVE_X86 0
@@ -25,12 +27,28 @@
  * team costs more than the work. */
 #define MD_MATVEC_PARALLEL_MIN (1 << 15)
 
+#if MD_HAVE_X86
+/* The AVX2 path needs AVX2, FMA and F16C from the CPU, and the YMM registers
+ * saved by the OS (XCR0 bits 1 and 2, readable once OSXSAVE is set): the
+ * test GCC's __builtin_cpu_supports makes, done with CPUID directly since
+ * clang before version 15 does not know the "f16c" feature name. */
+static bool cpu_has_avx2_fma_f16c(void) {
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned osxsave = 1u << 27, fma = 1u << 12, f16c = 1u << 29;
+  if ((ecx & (osxsave | fma | f16c)) != (osxsave | fma | f16c)) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  if ((xcr0_lo & 0x6u) != 0x6u) return false;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  return (ebx & (1u << 5)) != 0; /* AVX2 */
+}
+#endif
+
 md_cpu_isa md_cpu_detect_isa(void) {
 #if MD_HAVE_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
-    return MD_CPU_ISA_AVX2;
+  if (cpu_has_avx2_fma_f16c()) return MD_CPU_ISA_AVX2;
 #endif
   return MD_CPU_ISA_PORTABLE;
 }

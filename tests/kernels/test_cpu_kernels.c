@@ -5,6 +5,7 @@
  * references by io/tensor's md_bf16_to_f32 / md_f16_to_f32, independent code
  * from the kernels' own conversions. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,7 +508,19 @@ static void test_backend(int portable) {
   CHECK(md_kernels_cpu_new(&negative, &k, &err) == MD_E_INVALID);
 }
 
+/* The CPUID test picks what GCC's __builtin_cpu_supports would (clang 14
+ * does not know "f16c", so the comparison is made in GCC builds). */
+static void test_detect_isa(void) {
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  bool gcc = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+  CHECK((md_cpu_detect_isa() == MD_CPU_ISA_AVX2) == gcc);
+#endif
+}
+
 int main(void) {
+  test_detect_isa();
   md_cpu_isa isas[2] = {MD_CPU_ISA_PORTABLE, md_cpu_detect_isa()};
   int n_isas = isas[1] == MD_CPU_ISA_PORTABLE ? 1 : 2;
   printf("best instruction set here: %s\n", isas[1] == MD_CPU_ISA_AVX2 ? "avx2" : "portable");
