@@ -356,7 +356,9 @@ static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *
   if (ep->n_probes == 0)
     return episode_fail(err, MD_E_INVALID, ep,
                         "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))");
-  md_episode_tokens_options topt = {.vocab_size = (size_t)st->config->vocab_size};
+  /* max_positions: a prompt that cannot fit is refused without tokenising it all. */
+  md_episode_tokens_options topt = {.vocab_size = (size_t)st->config->vocab_size,
+                                    .max_positions = (size_t)st->config->max_position_embeddings};
   md_status s = md_episode_tokenize(st->tokenizer, ep, &topt, &e->tokens, err);
   if (s != MD_OK) return s;
   if (md_episode_generated(&e->tokens))
