@@ -161,8 +161,10 @@ md_status md_plot_eval(const char *path, const md_eval_results *r, md_error *err
   }
   for (size_t g = 0; g < r->n_regions && f.n_regions < 64; g++)
     if (md_eval_cell_at(r, 0, g)->total > 0) f.regions[f.n_regions++] = g;
-  snprintf(f.title, sizeof f.title, "Probe recall by region: %s, %zu episodes",
-           r->model_name ? r->model_name : "model", r->n_episodes);
+  const char *traces = r->traces_path ? strrchr(r->traces_path, '/') : NULL;
+  traces = traces ? traces + 1 : r->traces_path;
+  snprintf(f.title, sizeof f.title, "Probe recall by region: %s on %s, %zu episodes",
+           r->model_name ? r->model_name : "model", traces ? traces : "traces", r->n_episodes);
   size_t panels = f.n_budgets ? f.n_budgets : 1;
   int height = TITLE_HEIGHT + PANEL_HEIGHT * (int)panels;
   return md_plot_render_file(path, f.title, draw, &f, 1.0, WIDTH, height, err);
