@@ -41,6 +41,20 @@ static double share(const md_eval_cell *c) {
   return c->total ? (double)c->recalled / (double)c->total : NAN;
 }
 
+/* A black-edged white diamond of half-width h centred at (x, y). */
+static void diamond(cairo_t *cr, double x, double y, double h) {
+  cairo_move_to(cr, x, y - h);
+  cairo_line_to(cr, x + h, y);
+  cairo_line_to(cr, x, y + h);
+  cairo_line_to(cr, x - h, y);
+  cairo_close_path(cr);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_fill_preserve(cr);
+  cairo_set_source_rgb(cr, 0, 0, 0);
+  cairo_set_line_width(cr, 1.5);
+  cairo_stroke(cr);
+}
+
 static void draw_panel(cairo_t *cr, const figure *f, size_t b, double x0, double y0, double w,
                        double h) {
   const md_eval_results *r = f->r;
@@ -86,6 +100,15 @@ static void draw_panel(cairo_t *cr, const figure *f, size_t b, double x0, double
       md_plot_set_color(cr, policy_color(f->policies[p]), 1.0);
       cairo_rectangle(cr, gx + bar_w * (double)p + 1, y, bar_w - 2, bottom - y);
       cairo_fill(cr);
+    }
+    /* retention: a diamond per bar at the share of the answers' tokens kept */
+    for (size_t p = 0; p < f->n_policies; p++) {
+      int run = f->n_budgets ? md_eval_run_index(r, f->policies[p], f->budgets[b]) : -1;
+      if (run < 0) continue;
+      const md_eval_cell *c = md_eval_cell_at(r, (size_t)run, g);
+      if (!c->answer_tokens) continue;
+      double y = md_plot_axis_map(&axis, (double)c->answer_kept / (double)c->answer_tokens);
+      diamond(cr, gx + bar_w * ((double)p + 0.5), y, 6.0);
     }
     /* the full-cache ceiling: a black bar across the group */
     double ceiling = share(md_eval_cell_at(r, 0, g));
@@ -142,6 +165,11 @@ static cairo_status_t draw(cairo_t *cr, void *context, double width, double heig
   cairo_line_to(cr, lx + 22, y);
   cairo_stroke(cr);
   md_plot_text(cr, lx + 32, y, "full cache", 0.0, 0.5);
+  y += 30;
+  diamond(cr, lx + 11, y, 7.0);
+  md_plot_set_color(cr, (md_plot_rgb){0, 0, 0}, 1.0);
+  md_plot_text(cr, lx + 32, y - 9, "answer tokens", 0.0, 0.5);
+  md_plot_text(cr, lx + 32, y + 11, "still cached", 0.0, 0.5);
   return cairo_status(cr);
 }
 
