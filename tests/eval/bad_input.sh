@@ -61,12 +61,20 @@ else
   echo "ok: unchanged"
 fi
 rm -f "$out"
-# The valid episode runs, and its results pass the results reader (check against itself).
-if "$bin" eval $base --traces "$work/ok.jsonl" -q --reproducible &&
+# The valid episode runs, its results pass the results reader (check against
+# itself), and its figure is a PNG of 1400 x 830 pixels (a title and two
+# budget panels of 380).
+if "$bin" eval $base --traces "$work/ok.jsonl" -q --reproducible --plot "$work/eval.png" &&
    "$bin" check "$out" --golden "$out" -q >"$work/self_check.log"; then
   echo "ok: valid episode"
 else
   echo "FAIL: valid episode"; failed=1
+fi
+size=$(od -An -tx1 -j16 -N8 "$work/eval.png" 2>/dev/null | tr -d ' \n')
+if [ "$(od -An -c -j1 -N3 "$work/eval.png" | tr -d ' ')" = PNG ] && [ "$size" = 000005780000033e ]; then
+  echo "ok: figure"
+else
+  echo "FAIL: figure (IHDR size bytes $size)"; failed=1
 fi
 # --skip-invalid: the episode without probes is skipped with a warning and
 # counted; the valid one is evaluated.
