@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "collector/collect_internal.h"
+#include "collector/model_dir.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
 
@@ -77,24 +78,19 @@ static bool is_directory(const char *path) {
   return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
 }
 
+static void on_model_warning(void *context, const char *message) {
+  md_collect_warn(context, message);
+}
+
 static md_status open_model(collect_run *run, md_error *err) {
-  const char *dir = run->options->model_dir;
-  if (!is_directory(dir))
-    return md_fail(err, MD_E_INVALID, "model directory '%s' %s", dir,
-                   access(dir, F_OK) == 0 ? "is not a directory" : "does not exist");
-  md_status s = md_qwen2_model_open(dir, &run->model, err);
+  md_model_dir opened;
+  md_status s = md_model_dir_open(run->options->model_dir, "the collector", on_model_warning, run,
+                                  &opened, err);
   if (s != MD_OK) return s;
+  run->model = opened.model;
+  run->tokenizer = opened.tokenizer;
+  run->tokenizer_path = opened.tokenizer_path;
   run->config = md_qwen2_model_config(run->model);
-  for (size_t i = 0; i < md_qwen2_model_warning_count(run->model); i++)
-    md_collect_warn(run, md_qwen2_model_warning(run->model, i));
-  run->tokenizer_path = md_collect_path(dir, "", "tokenizer.json", "");
-  if (!run->tokenizer_path) return md_fail(err, MD_E_NOMEM, "out of memory");
-  if (access(run->tokenizer_path, F_OK) != 0)
-    return md_fail(err, MD_E_INVALID,
-                   "%s: no tokenizer.json: the collector tokenises with the checkpoint's own "
-                   "tokenizer (copy tokenizer.json from the model's Hugging Face repository)",
-                   dir);
-  if ((s = md_tokenizer_load(run->tokenizer_path, &run->tokenizer, err)) != MD_OK) return s;
   return md_sha256_file(run->tokenizer_path, run->tokenizer_sha256, err);
 }
 
@@ -267,15 +263,6 @@ static void free_planner(planner *p) {
 
 /* ---- the run directory ---------------------------------------------------------------- */
 
-static const char *basename_of(const char *path, char *buffer, size_t size) {
-  size_t n = strlen(path);
-  while (n > 1 && path[n - 1] == '/') n--;
-  size_t start = n;
-  while (start > 0 && path[start - 1] != '/') start--;
-  snprintf(buffer, size, "%.*s", (int)(n - start), path + start);
-  return buffer;
-}
-
 static void timestamp_now(char out[32]) {
   time_t now = time(NULL);
   struct tm utc;
@@ -291,7 +278,7 @@ static md_status new_record(collect_run *run, md_error *err) {
   md_run_settings settings = {
       .version = MD_VERSION,
       .created = o->reproducible ? NULL : created,
-      .model = {.path = o->model_dir, .name = basename_of(o->model_dir, name, sizeof name),
+      .model = {.path = o->model_dir, .name = md_model_dir_name(o->model_dir, name, sizeof name),
                 .architecture = "Qwen2ForCausalLM", .config_sha256 = c->config_sha256,
                 .dtype = md_dtype_name(md_qwen2_model_weights(run->model)->dtype),
                 .layers = c->num_hidden_layers, .heads = c->num_attention_heads,

@@ -10,12 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "collector/chat_template.h"
 #include "collector/episode_tokens.h"
+#include "collector/model_dir.h"
 #include "collector/qwen2_forward.h"
 #include "collector/qwen2_model.h"
 #include "collector/tokenizer.h"
@@ -79,7 +78,6 @@ typedef struct eval_state {
   md_qwen2_forward *forward;
   md_kbuf *received;
   float *row;
-  int64_t *kept;             /* scratch: sorted cached positions */
   md_collect_progress progress;
   md_policy_kind run_kind[MD_EVAL_MAX_RUNS];
   md_eval_results *results;
@@ -107,10 +105,7 @@ static void warn(eval_state *st, const char *message) {
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static bool is_directory(const char *path) {
-  struct stat info;
-  return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
-}
+static void on_model_warning(void *context, const char *message) { warn(context, message); }
 
 /* ---- options ------------------------------------------------------------------------- */
 
@@ -152,28 +147,16 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   if (st->page_size < 1)
     return md_fail(err, MD_E_INVALID, "%s: policy.page_size %d is not positive", o->config_path,
                    st->page_size);
-  if (!is_directory(o->model_dir))
-    return md_fail(err, MD_E_INVALID, "model directory '%s' %s", o->model_dir,
-                   access(o->model_dir, F_OK) == 0 ? "is not a directory" : "does not exist");
+  md_model_dir opened;
+  if ((s = md_model_dir_open(o->model_dir, "eval", on_model_warning, st, &opened, err)) != MD_OK)
+    return s;
+  st->model = opened.model;
+  st->tokenizer = opened.tokenizer;
+  free(opened.tokenizer_path);
+  st->config = md_qwen2_model_config(st->model);
   md_device_options device = {.device = o->device ? o->device : "cpu", .threads = o->threads,
                               .exact_gemm = o->exact_gemm};
   if ((s = md_device_open(&device, &st->kernels, err)) != MD_OK) return s;
-  if ((s = md_qwen2_model_open(o->model_dir, &st->model, err)) != MD_OK) return s;
-  st->config = md_qwen2_model_config(st->model);
-  for (size_t i = 0; i < md_qwen2_model_warning_count(st->model); i++)
-    warn(st, md_qwen2_model_warning(st->model, i));
-  size_t path_size = strlen(o->model_dir) + sizeof "/tokenizer.json";
-  char *path = malloc(path_size);
-  if (!path) return md_fail(err, MD_E_NOMEM, "out of memory");
-  snprintf(path, path_size, "%s/tokenizer.json", o->model_dir);
-  if (access(path, F_OK) != 0) {
-    s = md_fail(err, MD_E_INVALID, "%s: no tokenizer.json: eval tokenises with the checkpoint's "
-                "own tokenizer", o->model_dir);
-  } else {
-    s = md_tokenizer_load(path, &st->tokenizer, err);
-  }
-  free(path);
-  if (s != MD_OK) return s;
   st->im_end = md_tokenizer_added_id(st->tokenizer, "<|im_end|>");
   st->end_of_text = md_tokenizer_added_id(st->tokenizer, "<|endoftext|>");
   if (st->im_end < 0 || md_tokenizer_added_id(st->tokenizer, "<|im_start|>") < 0)
@@ -432,8 +415,7 @@ static md_status make_engine(eval_state *st, md_error *err) {
   md_kernels *k = st->kernels;
   if ((s = k->ops->buf_new(k, st->max_positions, &st->received, err)) != MD_OK) return s;
   st->row = malloc(st->max_positions * sizeof *st->row);
-  st->kept = malloc(st->max_positions * sizeof *st->kept);
-  if (!st->row || !st->kept) return md_fail(err, MD_E_NOMEM, "out of memory");
+  if (!st->row) return md_fail(err, MD_E_NOMEM, "out of memory");
   for (size_t i = 0; i < st->n_policies; i++) {
     md_policy_options po = {.kind = st->policies[i], .page_size = st->page_size,
                             .seed = st->options->seed, .sink_tokens = SINK_TOKENS};
@@ -449,13 +431,8 @@ static md_status make_engine(eval_state *st, md_error *err) {
 static md_status init_results(eval_state *st, md_error *err) {
   md_eval_results *r = st->results;
   const md_eval_options *o = st->options;
-  /* the model's name: the directory's last component */
   char buf[256];
-  size_t n = strlen(o->model_dir);
-  while (n > 1 && o->model_dir[n - 1] == '/') n--;
-  size_t start = n;
-  while (start > 0 && o->model_dir[start - 1] != '/') start--;
-  snprintf(buf, sizeof buf, "%.*s", (int)(n - start), o->model_dir + start);
+  md_model_dir_name(o->model_dir, buf, sizeof buf);
   char traces_sha[MD_SHA256_HEX], config_sha[MD_SHA256_HEX];
   md_status s = md_sha256_file(o->traces_path, traces_sha, err);
   if (s == MD_OK) s = md_sha256_file(o->config_path, config_sha, err);
@@ -590,13 +567,14 @@ static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t ind
   const md_trace_probe *tp = &e->trace.probes[index];
   const md_eval_results *r = st->results;
   md_qwen2_forward *fw = st->forward;
+  /* the cached positions, ascending (qwen2_forward.h) */
   int64_t cached = md_qwen2_cached(fw);
-  memcpy(st->kept, md_qwen2_slot_positions(fw), (size_t)cached * sizeof *st->kept);
+  const int64_t *positions = md_qwen2_slot_positions(fw);
   out->index = index;
   out->answer_in_region = p->n_answer_positions > 0;
   out->answer_tokens = p->n_answer_positions;
   for (size_t i = 0; i < p->n_answer_positions; i++)
-    out->answer_kept += is_cached(st->kept, cached, p->answer_positions[i]);
+    out->answer_kept += is_cached(positions, cached, p->answer_positions[i]);
   md_qwen2_mark mark = md_qwen2_mark_get(fw);
   md_status s = md_qwen2_prefill(fw, p->question, (int64_t)p->question_tokens, NULL, err);
   int32_t *answer = malloc((r->max_answer_tokens + 1) * sizeof *answer);
@@ -682,7 +660,6 @@ static void free_state(eval_state *st) {
   if (st->kernels && st->received) st->kernels->ops->buf_free(st->kernels, st->received);
   md_qwen2_forward_free(st->forward);
   free(st->row);
-  free(st->kept);
   if (st->have_policy_config) md_policy_config_free(&st->policy_config);
   md_tokenizer_free(st->tokenizer);
   md_qwen2_model_close(st->model);

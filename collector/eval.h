@@ -57,11 +57,7 @@
 #include "io/eval_results.h"
 #include "runtime/policy.h"
 
-enum {
-  MD_EVAL_MAX_POLICIES = 8,
-  MD_EVAL_MAX_BUDGETS = 16,
-  MD_EVAL_DEFAULT_ANSWER_TOKENS = 32,
-};
+enum { MD_EVAL_DEFAULT_ANSWER_TOKENS = 32 };
 
 /* The default policies: every kind (full is the ceiling, always run). */
 extern const md_policy_kind md_eval_default_policies[];

@@ -21,7 +21,10 @@
 #define MD_EVAL_FORMAT "memdecay-eval/1"
 
 enum {
-  MD_EVAL_MAX_RUNS = 1 + 8 * 16, /* the full cache, then up to 8 policies x 16 budgets */
+  MD_EVAL_MAX_POLICIES = 8,
+  MD_EVAL_MAX_BUDGETS = 16,
+  /* the full cache, then every policy at every budget */
+  MD_EVAL_MAX_RUNS = 1 + MD_EVAL_MAX_POLICIES * MD_EVAL_MAX_BUDGETS,
   MD_EVAL_POLICY_NAME_MAX = 24,
 };
 
