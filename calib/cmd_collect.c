@@ -50,6 +50,9 @@ static void print_help(FILE *out) {
       "      --page-size N      KV-cache page of a token = position / N (default 16)\n"
       "      --max-steps N      cap every decode window at N steps (default: no cap)\n"
       "      --max-episodes N   collect only the first N episodes of the file\n"
+      "      --shard K/N        collect only shard K (0 to N-1) of N: a contiguous block of\n"
+      "                         the episodes with about 1/N of the tokens; 'extract' reads\n"
+      "                         the N run directories together (man: SHARDS)\n"
       "      --resume           continue RUN_DIR: keep its complete episodes, run the rest\n"
       "      --skip-invalid     skip (and report) invalid or over-long episodes instead of\n"
       "                         stopping; they are listed in run.json \"skipped\"\n"
@@ -102,7 +105,7 @@ static int parse_valued(const char *name, const char *value, options *opt) {
 
 static const char *const VALUED[] = {"--model",     "--traces",    "--out",       "--device",
                                      "--threads",   "--page-size", "--max-steps", "--max-episodes",
-                                     "--heads",     "--layers"};
+                                     "--heads",     "--layers",    "--shard"};
 
 /* Parses the options; returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, options *opt) {
@@ -151,6 +154,10 @@ int md_cmd_collect(int argc, char **argv) {
   md_progress_end(state.bar);
   md_progress_free(state.bar);
   if (status != MD_OK) return md_cli_report_run(&err, state.started);
+  if (!opt.quiet && opt.collect.shard.count)
+    fprintf(stderr, MD_PROGRAM " collect: shard %zu/%zu: %zu of the %zu episodes in %s\n",
+            opt.collect.shard.index, opt.collect.shard.count, summary.episodes_total,
+            summary.plan_episodes, opt.collect.out_dir);
   if (!opt.quiet && summary.episodes_skipped)
     fprintf(stderr, MD_PROGRAM " collect: %zu of %zu episodes skipped (listed in %s/run.json)\n",
             summary.episodes_skipped, summary.episodes_in_file, opt.collect.out_dir);

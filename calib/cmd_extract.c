@@ -1,5 +1,6 @@
-/* memdecay-calibrate extract: a collector run directory in, the events CSV
- * and the calibration sidecar out (calib/extract_job.h does the work). */
+/* memdecay-calibrate extract: collector run directories in (one, the shards
+ * of a sharded collection, or runs to pool), the events CSV and the
+ * calibration sidecar out (calib/extract_job.h does the work). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 
 static void print_help(FILE *out) {
   fputs(
-      "Usage: " MD_PROGRAM " extract [OPTIONS] RUN_DIR -o EVENTS.csv\n"
+      "Usage: " MD_PROGRAM " extract [OPTIONS] RUN_DIR... -o EVENTS.csv\n"
       "\n"
       "Turns the attention a collector run captured (RUN_DIR, written by '" MD_PROGRAM "\n"
       "collect') into token lifetimes and the calibration a MemDecay runtime needs\n"
@@ -23,6 +24,13 @@ static void print_help(FILE *out) {
       "token) to its last refresh, censored when that falls within the last GUARD\n"
       "steps of the window. Never-refreshed tokens are not lifetimes: they lower the\n"
       "region's base priority, the share of its tokens refreshed at least once.\n"
+      "\n"
+      "Several run directories are read as one collection: the N shards of a sharded\n"
+      "collection ('collect --shard K/N'; merged in shard order, the result is exactly\n"
+      "that of the unsharded run), or runs of the same model and capture settings to\n"
+      "pool (in the order given). Runs that do not belong together (another model,\n"
+      "other layers, heads or page size), a repeated or missing shard and an episode\n"
+      "in two directories are refused.\n"
       "\n"
       "Writes: EVENTS.csv (memdecay-events(5): region,time,event,entry,weight and\n"
       "episode,pos,page,token_id), the input of 'fit'; and the calibration sidecar\n"
@@ -49,6 +57,8 @@ static void print_help(FILE *out) {
       "                           repeatable; system is pinned by default\n"
       "      --no-pin REGION      unpin REGION (e.g. --no-pin system); repeatable\n"
       "      --allow-incomplete   use the complete episodes of an unfinished collection\n"
+      "      --allow-partial      use the shards given when some of a collection's are\n"
+      "                           missing (the sidecar and the config say which)\n"
       "      --plot FILE          also draw the survival curves (fits of these events) and\n"
       "                           the mean attention per region by age; .png, .svg or .pdf\n"
       "      --plot-log-time      draw the survival panel's step axis on a log scale\n"
@@ -65,6 +75,8 @@ static void print_help(FILE *out) {
       "Example:\n"
       "  " MD_PROGRAM " extract memdecay.run/run -o events.csv --plot attention.png\n"
       "  " MD_PROGRAM " fit events.csv --calibration events.calibration.json -o memdecay.json\n"
+      "  " MD_PROGRAM " extract shards/0-of-4 shards/1-of-4 shards/2-of-4 shards/3-of-4 \\\n"
+      "      -o events.csv\n"
       "\n"
       "Manual: man memdecay-calibrate, memdecay-events(5), memdecay-calibration(5).\n",
       out);
@@ -73,6 +85,7 @@ static void print_help(FILE *out) {
 enum {
   OPT_CALIBRATION = 256,
   OPT_ALLOW_INCOMPLETE,
+  OPT_ALLOW_PARTIAL,
   OPT_PLOT,
   OPT_PLOT_LOG_TIME,
   OPT_REPRODUCIBLE,
@@ -93,6 +106,7 @@ static int take_option(int code, const char *value, const char *arg, extract_opt
     case 'o': job->events_path = value; return -1;
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
     case OPT_ALLOW_INCOMPLETE: job->allow_incomplete = true; return -1;
+    case OPT_ALLOW_PARTIAL: job->allow_partial = true; return -1;
     case OPT_PLOT: return md_fit_option_plot("extract", value, &job->plot);
     case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
@@ -113,13 +127,14 @@ static int parse_options(int argc, char **argv, extract_options *options) {
       {"output", required_argument, NULL, 'o'},
       {"calibration", required_argument, NULL, OPT_CALIBRATION},
       {"allow-incomplete", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
+      {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
       {"plot", required_argument, NULL, OPT_PLOT},
       {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
       {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
       {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},
   };
-  md_extract_long_options(long_options + 8, OPT_EXTRACT_FIRST);
+  md_extract_long_options(long_options + 9, OPT_EXTRACT_FIRST);
   opterr = 0;
   optind = 1;
   int code;
@@ -128,13 +143,11 @@ static int parse_options(int argc, char **argv, extract_options *options) {
     if (exit_code >= 0) return exit_code;
   }
   if (optind >= argc) return md_cli_usage_error("extract", "no run directory given");
-  if (argc - optind > 1)
-    return md_cli_usage_error("extract", "expected one run directory, got %d arguments",
-                              argc - optind);
   if (!job->events_path) return md_cli_usage_error("extract", "no output given (-o EVENTS.csv)");
   if (!strcmp(job->events_path, "-"))
     return md_cli_usage_error("extract", "-o must name a file (the sidecar goes beside it)");
-  job->run_dir = argv[optind];
+  job->run_dirs = (const char *const *)(argv + optind);
+  job->n_run_dirs = (size_t)(argc - optind);
   job->progress = !job->quiet && md_cli_stderr_is_tty();
   return -1;
 }

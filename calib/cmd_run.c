@@ -7,7 +7,14 @@
  *
  * WORKDIR defaults to the output's name with .json replaced by .run
  * (memdecay.json -> memdecay.run/). Each stage is the one its own command
- * runs (md_collect, calib/extract_job.h, calib/fit_job.h). */
+ * runs (md_collect, calib/extract_job.h, calib/fit_job.h).
+ *
+ * A sharded calibration (collector/shard.h) runs in two steps on one work
+ * directory: `run --shard K/N` collects shard K into WORKDIR/shards/K-of-N/
+ * and stops, once per shard (a Slurm array task each); then
+ * `run --merge-shards` extracts every WORKDIR/shards/ directory together and
+ * fits, with no model work. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -25,6 +32,7 @@
 #include "calib/fit_options.h"
 #include "calib/progress.h"
 #include "collector/collect.h"
+#include "io/digest.h"
 #include "io/priors.h"
 #include "md_build_config.h"
 
@@ -39,9 +47,15 @@ typedef struct run_options {
   const char *workdir;
   const char *priors_path;
   bool quiet;
+  bool merge_shards;          /* --merge-shards: extract WORKDIR/shards/ and fit */
   bool made_workdir;          /* removed again when collect refuses its inputs */
+  bool made_shards;           /* WORKDIR/shards, likewise */
+  const char *collect_option; /* the first collect option given, for messages */
+  const char *finish_option;  /* the first extract or fit option given */
   /* owned paths */
   char *workdir_owned, *run_dir, *events, *calibration;
+  char **shard_dirs;          /* --merge-shards: WORKDIR/shards/<each> */
+  size_t n_shard_dirs;
 } run_options;
 
 static void print_help(FILE *out) {
@@ -65,6 +79,12 @@ static void print_help(FILE *out) {
       "  -o, --output FILE        the config to write (memdecay-config(5)); required\n"
       "      --workdir DIR        work directory (default: OUTPUT with .json -> .run)\n"
       "      --resume             continue the run in the work directory\n"
+      " sharded (man: SHARDS):\n"
+      "      --shard K/N          collect only shard K (0 to N-1) of N into\n"
+      "                           WORKDIR/shards/K-of-N/ and stop (no -o needed)\n"
+      "      --merge-shards       extract WORKDIR/shards/* together and fit: the config\n"
+      "                           of the unsharded run, exactly (no model work)\n"
+      "      --allow-partial      with --merge-shards: go on when shards are missing\n"
       " collect:\n"
       "      --device NAME        cpu (default), cuda or cuda:N\n"
       "      --threads N          CPU threads (default: all cores)\n"
@@ -106,6 +126,8 @@ static void print_help(FILE *out) {
       "      -o memdecay.json --plot memdecay.png\n"
       "  " MD_PROGRAM " run --model ~/models/Qwen2.5-1.5B-Instruct \\\n"
       "      --traces my-agent.jsonl -o memdecay.json --device cuda\n"
+      "  " MD_PROGRAM " run --model M --traces T --workdir W --shard 2/4 --resume\n"
+      "  " MD_PROGRAM " run --workdir W -o memdecay.json --merge-shards\n"
       "\n"
       "Manual: man memdecay-calibrate.\n",
       out);
@@ -126,11 +148,13 @@ enum {
   OPT_REPRODUCIBLE,
   OPT_COLLECT,            /* a collect option: its name is looked up */
   OPT_COLLECT_FLAG,       /* a collect flag (no value): its name is looked up */
+  OPT_MERGE_SHARDS,
+  OPT_ALLOW_PARTIAL,
   OPT_EXTRACT_FIRST = 300, /* calib/extract_options.h */
 };
 
-static const char *const collect_names[] = {"device",    "threads",   "layers",      "heads",
-                                            "page-size", "max-steps", "max-episodes"};
+static const char *const collect_names[] = {"device",    "threads",   "layers",       "heads",
+                                            "page-size", "max-steps", "max-episodes", "shard"};
 enum { n_collect = sizeof collect_names / sizeof collect_names[0] };
 
 static void long_options(struct option *o) {
@@ -148,6 +172,8 @@ static void long_options(struct option *o) {
       {"plot", required_argument, NULL, OPT_PLOT},
       {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
       {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
+      {"merge-shards", no_argument, NULL, OPT_MERGE_SHARDS},
+      {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
       {"exact-gemm", no_argument, NULL, OPT_COLLECT_FLAG},
       {"cuda-graphs", no_argument, NULL, OPT_COLLECT_FLAG},
       {"quiet", no_argument, NULL, 'q'},
@@ -174,8 +200,22 @@ static int fit_option(int code, const char *value, run_options *r) {
 }
 
 /* Handles one option; returns -1 to go on, or an exit code. */
+/* Which stage an option belongs to, for --shard (collect only) and
+ * --merge-shards (extract and fit only). */
+static void note_stage(int code, const char *name, run_options *r) {
+  if (!name) return;
+  bool collect = code == OPT_RESUME || code == OPT_SKIP_INVALID || code == OPT_COLLECT_FLAG ||
+                 (code == OPT_COLLECT && strcmp(name, "shard") != 0);
+  bool finish = code >= OPT_EXTRACT_FIRST || code == OPT_PRIORS || code == OPT_LEVEL ||
+                code == OPT_BAND || code == OPT_KM_CSV || code == OPT_PLOT ||
+                code == OPT_PLOT_LOG_TIME || code == OPT_ALLOW_PARTIAL;
+  if (collect && !r->collect_option) r->collect_option = name;
+  if (finish && !r->finish_option) r->finish_option = name;
+}
+
 static int take_option(int code, const char *name, const char *value, const char *arg,
                        run_options *r) {
+  note_stage(code, name, r);
   if (code >= OPT_EXTRACT_FIRST)
     return md_extract_option(code - OPT_EXTRACT_FIRST, value, command, &r->extract, r->pins);
   switch (code) {
@@ -186,6 +226,8 @@ static int take_option(int code, const char *name, const char *value, const char
     case OPT_RESUME: r->collect.resume = true; return -1;
     case OPT_SKIP_INVALID: r->collect.skip_invalid = true; return -1;
     case OPT_REPRODUCIBLE: r->collect.reproducible = true; return -1;
+    case OPT_MERGE_SHARDS: r->merge_shards = true; return -1;
+    case OPT_ALLOW_PARTIAL: r->extract.allow_partial = true; return -1;
     case OPT_COLLECT: {
       char option[64];
       snprintf(option, sizeof option, "--%s", name);
@@ -223,14 +265,44 @@ static char *join(const char *dir, const char *name) {
   return path;
 }
 
+/* WORKDIR/shards/K-of-N */
+static char *shard_dir(const char *workdir, const md_shard *shard) {
+  char name[64];
+  snprintf(name, sizeof name, "shards/%zu-of-%zu", shard->index, shard->count);
+  return join(workdir, name);
+}
+
+static int check_sharding(run_options *r) {
+  bool shard = r->collect.shard.count > 0;
+  if (shard && r->merge_shards)
+    return md_cli_usage_error(command, "--shard collects one shard and --merge-shards finishes "
+                              "the calibration: give one of them");
+  if (shard && r->finish_option)
+    return md_cli_usage_error(command, "--%s is an option of extract or fit, which a --shard run "
+                              "does not do: give it to the --merge-shards run", r->finish_option);
+  if (r->merge_shards && r->collect_option)
+    return md_cli_usage_error(command, "--%s is an option of collect, which --merge-shards does not "
+                              "do: give it to the --shard runs", r->collect_option);
+  if (r->extract.allow_partial && !r->merge_shards)
+    return md_cli_usage_error(command, "--allow-partial goes with --merge-shards");
+  if (shard && !r->workdir && !r->output)
+    return md_cli_usage_error(command, "--shard needs the shared work directory (--workdir DIR, "
+                              "or -o to name it after)");
+  return -1;
+}
+
 static int check_required(run_options *r) {
-  if (!r->collect.model_dir || !r->collect.traces_path)
+  int exit_code = check_sharding(r);
+  if (exit_code >= 0) return exit_code;
+  bool shard = r->collect.shard.count > 0;
+  if (!r->merge_shards && (!r->collect.model_dir || !r->collect.traces_path))
     return md_cli_usage_error(command, "--model and --traces are required");
-  if (!r->output) return md_cli_usage_error(command, "no output given (-o memdecay.json)");
-  if (!strcmp(r->output, "-"))
+  if (!r->output && !shard) return md_cli_usage_error(command, "no output given (-o memdecay.json)");
+  if (r->output && !strcmp(r->output, "-"))
     return md_cli_usage_error(command, "-o must name a file (the work directory goes beside it)");
   if (!r->workdir) r->workdir = r->workdir_owned = default_workdir(r->output);
-  r->run_dir = r->workdir ? join(r->workdir, "run") : NULL;
+  if (shard) r->run_dir = r->workdir ? shard_dir(r->workdir, &r->collect.shard) : NULL;
+  else r->run_dir = r->workdir ? join(r->workdir, "run") : NULL;
   r->events = r->workdir ? join(r->workdir, "events.csv") : NULL;
   r->calibration = r->workdir ? join(r->workdir, "events.calibration.json") : NULL;
   if (!r->run_dir || !r->events || !r->calibration) return MD_EXIT_FAILURE;
@@ -250,8 +322,8 @@ static int parse_options(int argc, char **argv, run_options *r) {
   optind = 1;
   int code, index = 0;
   while ((code = getopt_long(argc, argv, ":o:qh", options, &index)) != -1) {
-    const char *name =
-        code == OPT_COLLECT || code == OPT_COLLECT_FLAG ? options[index].name : NULL;
+    /* the long option's name (index is set for long options only) */
+    const char *name = code >= OPT_MODEL && code != '?' ? options[index].name : NULL;
     int exit_code = take_option(code, name, optarg, argv[optind - 1], r);
     if (exit_code >= 0) return exit_code;
   }
@@ -261,24 +333,41 @@ static int parse_options(int argc, char **argv, run_options *r) {
 
 /* ---- the stages ------------------------------------------------------------------ */
 
-/* A work directory that already holds a run needs --resume: its episodes
- * may have cost hours of model time. */
-static int prepare_workdir(run_options *r) {
-  struct stat st;
-  if (stat(r->run_dir, &st) == 0 && !r->collect.resume) {
-    fprintf(stderr, MD_PROGRAM " run: %s already holds a run: pass --resume to continue it "
-            "(a finished run is then only extracted and fitted again), or remove %s\n",
-            r->run_dir, r->workdir);
-    return MD_EXIT_INPUT;
-  }
-  if (mkdir(r->workdir, 0777) == 0) {
-    r->made_workdir = true;
+static int make_dir(const char *path, bool *made) {
+  if (mkdir(path, 0777) == 0) {
+    *made = true;
   } else if (errno != EEXIST) {
-    fprintf(stderr, MD_PROGRAM " run: cannot create the work directory %s: %s\n", r->workdir,
+    fprintf(stderr, MD_PROGRAM " run: cannot create the work directory %s: %s\n", path,
             strerror(errno));
     return MD_EXIT_FAILURE;
   }
   return -1;
+}
+
+/* A work directory that already holds a run needs --resume: its episodes
+ * may have cost hours of model time. Shards of one calibration share the
+ * work directory, so its shards/ may exist already (another task made it). */
+static int prepare_workdir(run_options *r) {
+  struct stat st;
+  bool shard = r->collect.shard.count > 0;
+  if (stat(r->run_dir, &st) == 0 && !r->collect.resume) {
+    if (shard)
+      fprintf(stderr, MD_PROGRAM " run: %s already holds shard %zu/%zu: pass --resume to "
+              "continue it, or remove it\n", r->run_dir, r->collect.shard.index,
+              r->collect.shard.count);
+    else
+      fprintf(stderr, MD_PROGRAM " run: %s already holds a run: pass --resume to continue it "
+              "(a finished run is then only extracted and fitted again), or remove %s\n",
+              r->run_dir, r->workdir);
+    return MD_EXIT_INPUT;
+  }
+  int exit_code = make_dir(r->workdir, &r->made_workdir);
+  if (exit_code < 0 && shard) {
+    char *shards = join(r->workdir, "shards");
+    exit_code = shards ? make_dir(shards, &r->made_shards) : MD_EXIT_FAILURE;
+    free(shards);
+  }
+  return exit_code;
 }
 
 static int collect_stage(run_options *r, md_progress *bar) {
@@ -294,13 +383,20 @@ static int collect_stage(run_options *r, md_progress *bar) {
   if (status == MD_OK) return -1;
   if (state.started) return md_cli_report(&err);
   /* Refused before any work: leave no empty work directory behind. */
+  if (r->made_shards) {
+    char *shards = join(r->workdir, "shards");
+    if (shards) rmdir(shards);
+    free(shards);
+  }
   if (r->made_workdir) rmdir(r->workdir);
   return md_cli_report_input(&err);
 }
 
 static int extract_stage(run_options *r, md_progress *bar) {
   md_extract_job *job = &r->extract;
-  job->run_dir = r->run_dir;
+  const char *one[] = {r->run_dir};
+  job->run_dirs = r->merge_shards ? (const char *const *)r->shard_dirs : one;
+  job->n_run_dirs = r->merge_shards ? r->n_shard_dirs : 1;
   job->events_path = r->events;
   job->calibration_path = r->calibration;
   job->reproducible = r->collect.reproducible;
@@ -341,14 +437,91 @@ static int load_priors(const run_options *r, md_priors *priors) {
   return -1;
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* --merge-shards: every directory in WORKDIR/shards/ (their run.json says
+ * which shard each is; extract puts them in order and finds gaps). */
+static int list_shards(run_options *r) {
+  char *shards = join(r->workdir, "shards");
+  DIR *dir = shards ? opendir(shards) : NULL;
+  if (!dir) {
+    fprintf(stderr, MD_PROGRAM " run: %s: %s: collect the shards first (run --shard K/N "
+            "--workdir %s)\n", shards ? shards : r->workdir, strerror(errno), r->workdir);
+    free(shards);
+    return MD_EXIT_INPUT;
+  }
+  int exit_code = -1;
+  struct dirent *entry;
+  while (exit_code < 0 && (entry = readdir(dir))) {
+    if (entry->d_name[0] == '.') continue;
+    char *path = join(shards, entry->d_name);
+    struct stat st;
+    if (path && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+      free(path);
+      continue;
+    }
+    char **grown = path ? realloc(r->shard_dirs, (r->n_shard_dirs + 1) * sizeof *grown) : NULL;
+    if (!grown) {
+      free(path);
+      exit_code = MD_EXIT_FAILURE;
+      break;
+    }
+    r->shard_dirs = grown;
+    r->shard_dirs[r->n_shard_dirs++] = path;
+  }
+  closedir(dir);
+  if (exit_code < 0 && r->n_shard_dirs == 0) {
+    fprintf(stderr, MD_PROGRAM " run: %s holds no shard: collect them first (run --shard K/N "
+            "--workdir %s)\n", shards, r->workdir);
+    exit_code = MD_EXIT_INPUT;
+  }
+  free(shards);
+  if (exit_code < 0) qsort(r->shard_dirs, r->n_shard_dirs, sizeof *r->shard_dirs, by_name);
+  return exit_code;
+}
+
+/* --shard: collect, then say what is left to do. */
+static int shard_stage(run_options *r, md_progress *bar) {
+  int exit_code = collect_stage(r, bar);
+  if (exit_code >= 0) return exit_code;
+  if (!r->quiet)
+    fprintf(stderr, MD_PROGRAM " run: shard %zu/%zu collected in %s; when all %zu are done: "
+          MD_PROGRAM " run --workdir %s -o OUTPUT.json --merge-shards\n", r->collect.shard.index,
+            r->collect.shard.count, r->run_dir, r->collect.shard.count, r->workdir);
+  return MD_EXIT_OK;
+}
+
+/* --merge-shards with --model or --traces: the shards must be of them. */
+static int expected_identity(run_options *r, char traces[MD_SHA256_HEX],
+                             char config[MD_SHA256_HEX]) {
+  md_error err = {0};
+  if (r->collect.traces_path) {
+    if (md_sha256_file(r->collect.traces_path, traces, &err) != MD_OK) return md_cli_report_input(&err);
+    r->extract.expect_traces_sha256 = traces;
+  }
+  if (r->collect.model_dir) {
+    char *path = join(r->collect.model_dir, "config.json");
+    md_status s = path ? md_sha256_file(path, config, &err) : MD_E_NOMEM;
+    free(path);
+    if (s != MD_OK) return md_cli_report_input(&err);
+    r->extract.expect_config_sha256 = config;
+  }
+  return -1;
+}
+
 static int run_stages(run_options *r) {
   md_priors priors = {0};
   int exit_code = load_priors(r, &priors);
-  if (exit_code < 0) exit_code = prepare_workdir(r);
+  char traces_sha256[MD_SHA256_HEX], config_sha256[MD_SHA256_HEX];
+  if (exit_code < 0 && r->merge_shards) exit_code = expected_identity(r, traces_sha256, config_sha256);
+  if (exit_code < 0) exit_code = r->merge_shards ? list_shards(r) : prepare_workdir(r);
   r->extract.settings.priors = &priors;
   md_progress_options progress_options = {.label = command, .quiet = r->quiet};
   md_progress *bar = md_progress_new(&progress_options);
-  if (exit_code < 0) exit_code = collect_stage(r, bar);
+  if (exit_code < 0 && r->collect.shard.count) exit_code = shard_stage(r, bar);
+  if (exit_code < 0 && !r->merge_shards) exit_code = collect_stage(r, bar);
   if (exit_code < 0) exit_code = extract_stage(r, bar);
   md_progress_free(bar);
   if (exit_code < 0) exit_code = fit_stage(r);
@@ -366,5 +539,7 @@ int md_cmd_run(int argc, char **argv) {
   free(r.run_dir);
   free(r.events);
   free(r.calibration);
+  for (size_t i = 0; i < r.n_shard_dirs; i++) free(r.shard_dirs[i]);
+  free(r.shard_dirs);
   return exit_code;
 }

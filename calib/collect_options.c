@@ -43,6 +43,10 @@ int md_collect_option(const char *command, const char *name, const char *value,
   } else if (!strcmp(name, "--max-episodes")) {
     if ((code = parse_count(command, name, value, 1, 1L << 40, &n)) < 0)
       c->max_episodes = (size_t)n;
+  } else if (!strcmp(name, "--shard")) {
+    md_error err = {0};
+    if (md_shard_parse(value, &c->shard, &err) != MD_OK)
+      code = md_cli_usage_error(command, "--shard: %s", err.message);
   } else if (!strcmp(name, "--heads")) {
     if (!strcmp(value, "mean")) c->heads = MD_CAPTURE_HEADS_MEAN;
     else if (!strcmp(value, "max")) c->heads = MD_CAPTURE_HEADS_MAX;

@@ -1,5 +1,6 @@
 /* The options of the collect stage that `collect` and `run` share (--device,
- * --threads, --layers, --heads, --page-size, --max-steps, --max-episodes),
+ * --threads, --layers, --heads, --page-size, --max-steps, --max-episodes,
+ * --shard),
  * with one parser so that both validate them alike. */
 #ifndef MD_CALIB_COLLECT_OPTIONS_H
 #define MD_CALIB_COLLECT_OPTIONS_H

@@ -14,13 +14,14 @@
 #include "io/events.h"
 #include "io/numfmt.h"
 #include "io/run_dir.h"
+#include "io/run_set.h"
 #include "md_build_config.h"
 
 typedef struct extract_state {
   const md_extract_job *job;
-  md_run_info info;
+  md_run_set set;                /* the run directories, in merge order */
   bool *pinned;                  /* [n_regions] */
-  md_region_table table;         /* names = info.regions */
+  md_region_table table;         /* names = set.regions */
   md_attn_norm *norm;
   md_atomic_file events_file;
   uint64_t *event_rows;          /* [n_regions] */
@@ -85,17 +86,18 @@ static void show_progress(const extract_state *st, int pass, bool last) {
   if (!st->job->progress) return;
   fprintf(stderr, "\r%s: %s %zu/%zu episodes", st->job->command,
           pass == 1 ? "extracting" : "kappa, second pass:", st->episodes_done,
-          st->info.n_episodes);
+          st->set.n_episodes);
   if (last) fputc('\n', stderr);
   fflush(stderr);
 }
 
-static md_status one_episode(extract_state *st, const md_run_episode_data *episode, int pass,
-                             md_error *err) {
+static md_status one_episode(extract_state *st, const md_run_info *run,
+                             const md_run_episode_data *episode, int pass, md_error *err) {
   if (episode->steps == 0) {
     if (pass > 1) return MD_OK;
     return md_warnings_add(&st->warnings, err, "run: episode \"%s\" has no decode steps: none of "
                            "its tokens is observed", episode->meta->id);
+  (void)run;
   }
   md_attn_episode view = {.id = episode->meta->id,
                           .steps = episode->steps,
@@ -108,25 +110,26 @@ static md_status one_episode(extract_state *st, const md_run_episode_data *episo
   md_status status = md_lifetimes_episode(&view, &st->table, &st->job->lifetimes,
                                           pass == 1 ? write_row : NULL, st, st->norm, err);
   if (status == MD_OK || status == MD_E_NOMEM) return status;
-  return md_error_prefix(err, "%s/attn/%s.npy", st->info.dir, episode->meta->id);
+  return md_error_prefix(err, "%s/attn/%s.npy", run->dir, episode->meta->id);
 }
 
 /* One pass over every episode; the first also writes the rows. */
 static md_status one_pass(extract_state *st, int pass, md_error *err) {
-  md_run_reader *reader;
-  md_status status = md_run_reader_open(&st->info, &reader, err);
+  md_run_set_reader *reader;
+  md_status status = md_run_set_reader_open(&st->set, &reader, err);
   st->episodes_done = 0;
   while (status == MD_OK) {
     md_run_episode_data episode;
+    const md_run_info *run = NULL;
     bool done;
-    status = md_run_reader_next(reader, &episode, &done, err);
+    status = md_run_set_reader_next(reader, &episode, &run, &done, err);
     if (status != MD_OK || done) break;
-    status = one_episode(st, &episode, pass, err);
+    status = one_episode(st, run, &episode, pass, err);
     st->episodes_done++;
     show_progress(st, pass, false);
   }
   if (status == MD_OK) show_progress(st, pass, true);
-  md_run_reader_close(reader);
+  md_run_set_reader_close(reader);
   return status;
 }
 
@@ -146,30 +149,21 @@ static md_status measure(extract_state *st, md_error *err) {
 
 /* ---- set-up ------------------------------------------------------------------------ */
 
-static md_status check_run(const extract_state *st, md_error *err) {
-  const md_run_info *info = &st->info;
-  if (!info->complete && !st->job->allow_incomplete)
-    return md_fail(err, MD_E_INVALID, "%s/run.json: the collection is not complete (%zu episodes "
-                   "done): finish it with 'memdecay-calibrate collect --resume', or pass "
-                   "--allow-incomplete to use the episodes done so far", info->dir,
-                   info->n_episodes);
-  if (info->n_episodes == 0)
-    return md_fail(err, MD_E_INVALID, "%s/run.json: no complete episode to extract", info->dir);
-  return MD_OK;
-}
-
 static md_status set_up(extract_state *st, md_error *err) {
   const md_extract_job *job = st->job;
-  md_status status = md_run_info_read(job->run_dir, &st->info, err);
-  if (status == MD_OK) status = check_run(st, err);
+  md_run_set_options options = {.allow_incomplete = job->allow_incomplete,
+                                .allow_partial = job->allow_partial,
+                                .traces_sha256 = job->expect_traces_sha256,
+                                .config_sha256 = job->expect_config_sha256};
+  md_status status = md_run_set_read(job->run_dirs, job->n_run_dirs, &options, &st->set, err);
   if (status != MD_OK) return status;
-  size_t n = st->info.n_regions;
+  size_t n = st->set.n_regions;
   st->pinned = calloc(n + 1, sizeof *st->pinned);
   st->event_rows = calloc(n + 1, sizeof *st->event_rows);
   if (!st->pinned || !st->event_rows) return md_fail(err, MD_E_NOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++) st->pinned[i] = md_fit_region_pinned(st->info.regions[i], &job->settings);
+  for (size_t i = 0; i < n; i++) st->pinned[i] = md_fit_region_pinned(st->set.regions[i], &job->settings);
   st->table = (md_region_table){.n = n,
-                                .names = (const char *const *)st->info.regions,
+                                .names = (const char *const *)st->set.regions,
                                 .pinned = st->pinned};
   return md_attn_norm_new(&st->table, &job->norm, &st->norm, err);
 }
@@ -181,7 +175,7 @@ static void tear_down(extract_state *st) {
   md_warnings_free(&st->warnings);
   free(st->pinned);
   free(st->event_rows);
-  md_run_info_free(&st->info);
+  md_run_set_free(&st->set);
 }
 
 /* ---- the calibration --------------------------------------------------------------- */
@@ -195,14 +189,22 @@ static char *copy(const char *text, bool *failed) {
 
 static void fill_identity(const extract_state *st, const char *calibration_events_path,
                           md_calibration *c, bool *failed) {
-  const md_run_info *info = &st->info;
+  const md_run_info *info = &st->set.runs[0];
   char created[32];
   md_timestamp_now(created);
   c->generator_version = copy(MD_VERSION, failed);
   c->created = st->job->reproducible ? NULL : copy(created, failed);
   c->run.path = copy(info->dir, failed);
+  if (st->set.n_runs > 1) {
+    c->run.paths = calloc(st->set.n_runs, sizeof *c->run.paths);
+    if (!c->run.paths) *failed = true;
+    for (size_t r = 0; c->run.paths && r < st->set.n_runs; r++) {
+      c->run.paths[r] = copy(st->set.runs[r].dir, failed);
+      c->run.n_paths++;
+    }
+  }
   c->run.device = copy(info->device, failed);
-  c->run.complete = info->complete;
+  c->run.complete = st->set.complete;
   c->run.layers[0] = info->aggregation.layers[0];
   c->run.layers[1] = info->aggregation.layers[1];
   c->run.heads = copy(info->aggregation.heads, failed);
@@ -216,16 +218,18 @@ static void fill_identity(const extract_state *st, const char *calibration_event
 }
 
 static void fill_workload(const extract_state *st, md_calibration *c, bool *failed) {
-  const md_run_info *info = &st->info;
-  c->workload.sources = calloc(2, sizeof *c->workload.sources);
-  c->workload.sources_sha256 = calloc(2, sizeof *c->workload.sources_sha256);
+  const md_run_set *info = &st->set;
+  c->workload.sources = calloc(info->n_traces + 1, sizeof *c->workload.sources);
+  c->workload.sources_sha256 = calloc(info->n_traces + 1, sizeof *c->workload.sources_sha256);
   if (!c->workload.sources || !c->workload.sources_sha256) {
     *failed = true;
     return;
   }
-  c->workload.n_sources = 1;
-  c->workload.sources[0] = copy(info->traces.path, failed);
-  c->workload.sources_sha256[0] = copy(info->traces.sha256, failed);
+  c->workload.n_sources = info->n_traces;
+  for (size_t t = 0; t < info->n_traces; t++) {
+    c->workload.sources[t] = copy(info->traces_path[t], failed);
+    c->workload.sources_sha256[t] = copy(info->traces_sha256[t], failed);
+  }
   c->workload.episodes = info->n_episodes;
   c->workload.tokens = info->tokens;
   c->workload.prompt_tokens = info->prompt_tokens;
@@ -269,12 +273,23 @@ static md_status calibration_warnings(const extract_state *st, const md_attn_nor
   md_status s = MD_OK;
   for (size_t i = 0; i < st->warnings.n && s == MD_OK; i++)
     s = md_warnings_add(w, err, "%s", st->warnings.lines[i]);
-  if (s == MD_OK && !st->info.complete)
+  const md_run_set *set = &st->set;
+  bool unfinished = false;
+  for (size_t r = 0; r < set->n_runs; r++) unfinished = unfinished || !set->runs[r].complete;
+  if (s == MD_OK && unfinished)
     s = md_warnings_add(w, err, "run: the collection is not complete: %zu episodes done",
-                        st->info.n_episodes);
-  if (s == MD_OK && st->info.n_skipped)
+                        set->n_episodes);
+  if (s == MD_OK && set->shards_missing)
+    s = md_warnings_add(w, err, "run: %zu shard%s of the collection %s missing (%s): the "
+                        "calibration covers the other shards' episodes only", set->shards_missing,
+                        set->shards_missing == 1 ? "" : "s", set->shards_missing == 1 ? "is" : "are",
+                        set->missing_list);
+  if (s == MD_OK && set->devices_differ)
+    s = md_warnings_add(w, err, "run: the runs were collected on different devices: their "
+                        "attention differs by each device's rounding");
+  if (s == MD_OK && set->n_skipped)
     s = md_warnings_add(w, err, "run: the collector skipped %zu episodes of the traces (listed "
-                        "in run.json)", st->info.n_skipped);
+                        "in run.json)", set->n_skipped);
   for (size_t i = 0; i < result->n_regions && s == MD_OK; i++)
     if (!result->regions[i].share_defined)
       s = md_warnings_add(w, err, "regions.%s: no token could be refreshed (each was born at the "
@@ -358,7 +373,7 @@ static void report(const extract_state *st, const md_calibration *c, const char 
   if (st->job->quiet) return;
   FILE *out = stderr;
   fprintf(out, "%zu episodes, %" PRIu64 " tokens (%" PRIu64 " prompt, %" PRIu64 " decoded); "
-          "%s, tau %g, guard %ld\n", st->info.n_episodes, c->workload.tokens,
+          "%s, tau %g, guard %ld\n", st->set.n_episodes, c->workload.tokens,
           c->workload.prompt_tokens, c->workload.decoded_tokens, c->workload.estimand,
           c->workload.tau, c->workload.guard);
   fprintf(out, "%-12s %9s %9s %10s %7s %10s %10s\n", "region", "tokens", "observed", "refreshed",

@@ -1,9 +1,10 @@
-/* The extract stage as `extract` and `run` both run it (DESIGN.md section 4
- * without the model): a run directory in, the events CSV
+/* The extract stage as `extract` and `run` both run it: one run directory
+ * or several read as one collection (io/run_set.h: the shards of a sharded
+ * calibration, or pooled runs) in, the events CSV
  * (memdecay-events(5)) and the calibration sidecar (memdecay-calibration(5))
  * out, and optionally the figure.
  *
- * Episodes are read one at a time (io/run_dir.h) and go through
+ * Episodes are read one at a time, in the set's merge order, and go through
  * collector/lifetimes.h, which sends the event rows to the CSV and every
  * token's series to fit/attention_norm.h; when the EWMA values outgrow
  * --kappa-memory the episodes are read a second time for the exact kappa.
@@ -21,13 +22,17 @@
 
 typedef struct md_extract_job {
   const char *command;             /* "extract" or "run", for messages */
-  const char *run_dir;
+  const char *const *run_dirs;     /* [n_run_dirs] */
+  size_t n_run_dirs;
   const char *events_path;         /* the events CSV to write */
   const char *calibration_path;    /* NULL: md_extract_calibration_path(events_path) */
   md_lifetime_params lifetimes;    /* estimand, tau, guard */
   md_attn_norm_params norm;        /* ewma_beta, quantile, memory_bytes */
   md_fit_settings settings;        /* pinning (pins, priors); level and band for --plot */
   bool allow_incomplete;           /* use the complete episodes of an unfinished run */
+  bool allow_partial;              /* a sharded collection may lack shards */
+  const char *expect_traces_sha256; /* when set, every run must be of these traces */
+  const char *expect_config_sha256; /* and of this model (config.json) */
   const char *plot;                /* NULL: no figure */
   bool plot_log_time;
   bool reproducible;               /* no "created" in the sidecar */

@@ -223,6 +223,7 @@ static void fill_summary(const collect_run *run, md_collect_summary *summary) {
   memset(summary, 0, sizeof *summary);
   summary->episodes_in_file = run->episodes_in_file;
   summary->episodes_total = run->n_planned;
+  summary->plan_episodes = run->plan_episodes;
   summary->episodes_resumed = run->progress.episodes_resumed;
   summary->episodes_collected = run->collected;
   summary->episodes_skipped = run->n_skipped;

@@ -35,6 +35,14 @@
  * episode is (re)computed. A resumed run's files are byte-identical to an
  * uninterrupted run's on the same device and thread count.
  *
+ * Shards. With `shard` set (collector/shard.h), the whole collection is
+ * planned as without it, and then only shard K's contiguous block of the
+ * plan is collected; run.json records the shard and the plan it belongs to
+ * (its episode and token counts and a digest of it), so that `extract` can
+ * tell the shards of one calibration apart from unrelated runs and find a
+ * missing or repeated one. A shard with no episode is a complete, empty
+ * run. A resume must be of the same shard of the same plan.
+ *
  * The library never prints: progress and warnings go to the callbacks. */
 #ifndef MD_COLLECTOR_COLLECT_H
 #define MD_COLLECTOR_COLLECT_H
@@ -43,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/shard.h"
 #include "io/error.h"
 #include "kernels/kernels.h"
 
@@ -91,6 +100,7 @@ typedef struct md_collect_options {
   bool resume;                 /* continue an existing run directory */
   bool skip_invalid;           /* skip (and report) invalid or over-long episodes */
   bool reproducible;           /* no "created" timestamp in run.json */
+  md_shard shard;              /* collect only shard K of N; count 0 = the whole plan */
   md_collect_progress_fn progress; /* may be NULL */
   md_collect_warning_fn on_warning; /* skipped episodes, checkpoint notes; may be NULL */
   void *context;               /* passed to both callbacks */
@@ -98,7 +108,8 @@ typedef struct md_collect_options {
 
 typedef struct md_collect_summary {
   size_t episodes_in_file;     /* valid episodes in the trace file */
-  size_t episodes_total;       /* to collect (after skips and max_episodes) */
+  size_t episodes_total;       /* to collect (after skips, max_episodes and sharding) */
+  size_t plan_episodes;        /* the whole plan's, of which a shard collects a part */
   size_t episodes_resumed;     /* found complete */
   size_t episodes_collected;   /* by this invocation */
   size_t episodes_skipped;

@@ -37,6 +37,10 @@ typedef struct collect_run {
   size_t n_planned, planned_capacity;
   size_t episodes_in_file, n_skipped;
   size_t max_positions;        /* largest P + S planned: the KV cache's capacity */
+  /* the whole plan, when this run is one shard of it (collector/shard.h) */
+  size_t plan_episodes;
+  uint64_t plan_tokens;
+  char plan_sha256[MD_SHA256_HEX];
   /* outputs */
   const char *out_dir;
   char *run_json, *manifest_path;

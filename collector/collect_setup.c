@@ -54,6 +54,9 @@ static md_status check_options(const md_collect_options *o, md_error *err) {
                    "are required");
   if (o->page_size < 0) return md_fail(err, MD_E_INVALID, "page size %d must be positive", o->page_size);
   if (o->threads < 0) return md_fail(err, MD_E_INVALID, "thread count %d is negative", o->threads);
+  if (o->shard.count && (o->shard.count > MD_SHARD_COUNT_MAX || o->shard.index >= o->shard.count))
+    return md_fail(err, MD_E_INVALID, "shard %zu/%zu: K must be below N, N at most %d",
+                   o->shard.index, o->shard.count, MD_SHARD_COUNT_MAX);
   if (o->heads != MD_CAPTURE_HEADS_MEAN && o->heads != MD_CAPTURE_HEADS_MAX)
     return md_fail(err, MD_E_INVALID, "unknown head aggregation %d", (int)o->heads);
   return MD_OK;
@@ -243,6 +246,56 @@ static md_status read_plan(planner *p, md_error *err) {
   return s;
 }
 
+/* The digest of the whole plan (id, P and S of every episode, in order):
+ * the shards of one calibration share it, whatever options made the plan. */
+static md_status digest_plan(collect_run *run, md_error *err) {
+  size_t size = 1;
+  for (size_t i = 0; i < run->n_planned; i++) size += strlen(run->planned[i].id) + 48;
+  char *text = malloc(size), *at = text;
+  if (!text) return md_fail(err, MD_E_NOMEM, "out of memory");
+  run->plan_tokens = 0;
+  for (size_t i = 0; i < run->n_planned; i++) {
+    const planned_episode *e = &run->planned[i];
+    at += snprintf(at, size - (size_t)(at - text), "%s\t%zu\t%zu\n", e->id, e->prompt_tokens,
+                   e->decode_steps);
+    run->plan_tokens += e->prompt_tokens + e->decode_steps;
+  }
+  md_sha256_bytes(text, (size_t)(at - text), run->plan_sha256);
+  free(text);
+  run->plan_episodes = run->n_planned;
+  return MD_OK;
+}
+
+/* Keeps shard K's block of the plan (collector/shard.h). */
+static md_status keep_shard(collect_run *run, md_error *err) {
+  const md_shard *shard = &run->options->shard;
+  size_t n = run->n_planned;
+  uint64_t *weights = malloc(n * sizeof *weights);
+  uint32_t *owner = malloc(n * sizeof *owner);
+  md_status s = !weights || !owner ? md_fail(err, MD_E_NOMEM, "out of memory") : MD_OK;
+  for (size_t i = 0; s == MD_OK && i < n; i++)
+    weights[i] = run->planned[i].prompt_tokens + run->planned[i].decode_steps;
+  if (s == MD_OK) s = md_shard_assign(weights, n, shard->count, owner, err);
+  if (s == MD_OK) {
+    size_t kept = 0;
+    run->max_positions = 0;
+    for (size_t i = 0; i < n; i++) {
+      planned_episode e = run->planned[i];
+      if (owner[i] != shard->index) {
+        free(e.id);
+        continue;
+      }
+      run->planned[kept++] = e;
+      if (e.prompt_tokens + e.decode_steps > run->max_positions)
+        run->max_positions = e.prompt_tokens + e.decode_steps;
+    }
+    run->n_planned = kept;
+  }
+  free(weights);
+  free(owner);
+  return s;
+}
+
 static md_status plan(collect_run *run, planner *p, md_error *err) {
   md_status s = read_plan(p, err);
   if (s != MD_OK) return s;
@@ -250,6 +303,9 @@ static md_status plan(collect_run *run, planner *p, md_error *err) {
     return md_fail(err, MD_E_INVALID, "%s: no episode to collect (%zu valid, %zu skipped)",
                    run->options->traces_path, run->episodes_in_file, p->n_skipped);
   run->n_skipped = p->n_skipped;
+  s = digest_plan(run, err);
+  if (s == MD_OK && run->options->shard.count) s = keep_shard(run, err);
+  if (s != MD_OK) return s;
   return md_sha256_file(run->options->traces_path, run->traces_sha256, err);
 }
 
@@ -292,6 +348,10 @@ static md_status new_record(collect_run *run, md_error *err) {
       .page_size = (int)run->page_size, .max_steps = o->max_steps,
       .default_steps = MD_EPISODE_DEFAULT_STEPS, .device = run->device_name,
       .threads = run->threads};
+  md_run_shard shard = {.index = o->shard.index, .count = o->shard.count,
+                        .episodes = run->n_planned, .plan_episodes = run->plan_episodes,
+                        .plan_tokens = run->plan_tokens, .plan_sha256 = run->plan_sha256};
+  if (o->shard.count) settings.shard = &shard;
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);
   if (s != MD_OK) return s;
@@ -438,6 +498,7 @@ static md_status start_record(collect_run *run, const planner *p, md_error *err)
 
 static md_status prepare_forward(collect_run *run, md_error *err) {
   md_kernels *k = run->kernels;
+  if (run->n_planned == 0) return MD_OK; /* an empty shard: no model work */
   md_qwen2_forward_options forward_options = {.capacity = (int64_t)run->max_positions};
   md_status s = md_qwen2_forward_new(run->config, md_qwen2_model_weights(run->model), k,
                                      &forward_options, &run->forward, err);

@@ -37,6 +37,11 @@ static json_t *emit_run(builder *b, const md_calibration *c) {
     return NULL;
   }
   set(b, run, "path", text_or_null(c->run.path));
+  if (c->run.n_paths) {
+    json_t *paths = json_array();
+    for (size_t i = 0; paths && i < c->run.n_paths; i++) push(b, paths, json_string(c->run.paths[i]));
+    set(b, run, "paths", paths);
+  }
   set(b, run, "device", text_or_null(c->run.device));
   set(b, run, "complete", json_boolean(c->run.complete));
   if (c->run.layers[0] >= 0) {
@@ -227,6 +232,28 @@ static md_status read_u64(const md_json_fields *f, const json_t *object, const c
   return s;
 }
 
+/* run.paths: absent, or the run directories (non-empty strings). */
+static md_status read_run_paths(const md_json_fields *f, const json_t *run, md_calibration *c) {
+  const json_t *paths = json_object_get(run, "paths");
+  if (!paths) return MD_OK;
+  if (!json_is_array(paths) || json_array_size(paths) < 1)
+    return md_json_bad(f, "run", "paths", "a non-empty array of run directories", paths);
+  size_t n = json_array_size(paths);
+  c->run.paths = calloc(n, sizeof *c->run.paths);
+  if (!c->run.paths) return md_fail(f->err, MD_E_NOMEM, "%s: out of memory", f->path);
+  for (size_t i = 0; i < n; i++) {
+    const json_t *path = json_array_get(paths, i);
+    if (!json_is_string(path) || json_string_length(path) == 0 ||
+        strlen(json_string_value(path)) != json_string_length(path))
+      return md_fail(f->err, MD_E_FORMAT, "%s: run.paths[%zu]: expected a non-empty string "
+                     "without NUL, found %s", f->path, i, md_json_kind(path));
+    if (!(c->run.paths[i] = strdup(json_string_value(path))))
+      return md_fail(f->err, MD_E_NOMEM, "%s: out of memory", f->path);
+    c->run.n_paths++;
+  }
+  return MD_OK;
+}
+
 static md_status read_run(const md_json_fields *f, const json_t *root, md_calibration *c) {
   const json_t *run = NULL, *aggregation = NULL;
   int64_t page_size = 0;
@@ -234,6 +261,7 @@ static md_status read_run(const md_json_fields *f, const json_t *root, md_calibr
   c->run.layers[0] = c->run.layers[1] = -1;
   md_status s = md_json_object(f, root, "", "run", true, &run);
   if (s == MD_OK) s = md_json_string(f, run, "run", "path", false, &c->run.path);
+  if (s == MD_OK) s = read_run_paths(f, run, c);
   if (s == MD_OK) s = md_json_string(f, run, "run", "device", false, &c->run.device);
   if (s == MD_OK) s = md_json_boolean(f, run, "run", "complete", &c->run.complete);
   if (s == MD_OK) s = md_json_object(f, run, "run", "aggregation", true, &aggregation);
@@ -498,6 +526,8 @@ void md_calibration_free(md_calibration *c) {
                      c->model.architecture, c->model.dtype, c->workload.estimand,
                      c->events.path};
   for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) free(strings[i]);
+  for (size_t i = 0; i < c->run.n_paths; i++) free(c->run.paths[i]);
+  free(c->run.paths);
   for (size_t i = 0; i < c->workload.n_sources; i++) {
     free(c->workload.sources[i]);
     if (c->workload.sources_sha256) free(c->workload.sources_sha256[i]);

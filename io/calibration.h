@@ -6,7 +6,8 @@
  *   {"format": "memdecay-calibration/1",
  *    "generator": {"name": "memdecay-calibrate", "version": "0.1.0"},
  *    "created": "...Z",                          (absent with --reproducible)
- *    "run": {"path": RUN_DIR, "device": "cpu", "complete": true,
+ *    "run": {"path": RUN_DIR, ("paths": [RUN_DIR, ...] when several were read,)
+ *            "device": "cpu", "complete": true,
  *            "aggregation": {"layers": [0, 24], "heads": "mean", "page_size": 16}},
  *    "model": {"name", "config_sha256", "path", "architecture", "dtype"},
  *    "workload": {"sources": [TRACES], "sources_sha256": [HEX], "episodes", "tokens",
@@ -57,7 +58,9 @@ typedef struct md_calibration {
   char *generator_version;
   char *created;
   struct {
-    char *path;                    /* the run directory, as given to extract */
+    char *path;                    /* the (first) run directory, as given to extract */
+    size_t n_paths;                /* 0, or every run directory when extract read several */
+    char **paths;                  /* [n_paths], in the order they were merged */
     char *device;
     bool complete;                 /* the collector had finished every episode */
     long layers[2];                /* -1 when not stated */

@@ -90,6 +90,44 @@ static md_status read_aggregation(const md_json_fields *f, const json_t *root,
   return MD_OK;
 }
 
+/* "shard" (a shard of a larger collection; absent for a whole one). */
+static md_status read_shard(const md_json_fields *f, const json_t *root, md_run_info *info) {
+  const json_t *shard = NULL, *plan = NULL;
+  md_status s = md_json_object(f, root, "", "shard", false, &shard);
+  if (s != MD_OK || !shard) return s;
+  int64_t index = 0, count = 0, episodes = 0, plan_episodes = 0, plan_tokens = 0;
+  s = md_json_integer(f, shard, "shard", "index", true, 0, &index);
+  if (s == MD_OK) s = md_json_integer(f, shard, "shard", "count", true, 1, &count);
+  if (s == MD_OK) s = md_json_integer(f, shard, "shard", "episodes", true, 0, &episodes);
+  if (s == MD_OK) s = md_json_object(f, shard, "shard", "plan", true, &plan);
+  if (s == MD_OK) s = md_json_integer(f, plan, "shard.plan", "episodes", true, 1, &plan_episodes);
+  if (s == MD_OK) s = md_json_integer(f, plan, "shard.plan", "tokens", true, 1, &plan_tokens);
+  if (s == MD_OK) s = md_json_string(f, plan, "shard.plan", "sha256", true, &info->shard.plan_sha256);
+  if (s != MD_OK) return s;
+  const json_t *at_count = json_object_get(shard, "count");
+  if (count > MD_RUN_SHARD_COUNT_MAX)
+    return md_json_bad(f, "shard", "count", "a shard count from 1 to 65536", at_count);
+  if (index >= count)
+    return md_json_bad(f, "shard", "index", "an index below shard.count",
+                       json_object_get(shard, "index"));
+  if (episodes > plan_episodes)
+    return md_json_bad(f, "shard", "episodes", "at most shard.plan.episodes",
+                       json_object_get(shard, "episodes"));
+  const char *hex = info->shard.plan_sha256;
+  bool is_hex = strlen(hex) == 64;
+  for (size_t i = 0; is_hex && i < 64; i++) is_hex = strchr("0123456789abcdef", hex[i]) != NULL;
+  if (!is_hex)
+    return md_json_bad(f, "shard.plan", "sha256", "64 lower-case hex digits",
+                       json_object_get(plan, "sha256"));
+  info->shard.present = true;
+  info->shard.index = (size_t)index;
+  info->shard.count = (size_t)count;
+  info->shard.episodes = (size_t)episodes;
+  info->shard.plan_episodes = (size_t)plan_episodes;
+  info->shard.plan_tokens = (uint64_t)plan_tokens;
+  return MD_OK;
+}
+
 /* Episode ids name files: attn/<id>.npy. */
 static bool id_is_file_name(const char *id) {
   if (!strcmp(id, ".") || !strcmp(id, "..")) return false;
@@ -168,6 +206,7 @@ static md_status read_top(const md_json_fields *f, const json_t *root, md_run_in
   if (s == MD_OK)
     s = read_file_ref(f, root, "traces", true, &info->traces.path, &info->traces.sha256);
   if (s == MD_OK) s = read_aggregation(f, root, info);
+  if (s == MD_OK) s = read_shard(f, root, info);
   if (s == MD_OK) s = md_json_string(f, root, "", "device", false, &info->device);
   int64_t threads = -1, manifest_bytes = 0;
   if (s == MD_OK) s = md_json_integer(f, root, "", "threads", false, 1, &threads);
@@ -180,6 +219,11 @@ static md_status read_top(const md_json_fields *f, const json_t *root, md_run_in
     s = md_json_bad(f, "", "skipped", "an array", skipped);
   info->n_skipped = json_is_array(skipped) ? json_array_size(skipped) : 0;
   if (s == MD_OK) s = read_episodes(f, root, info);
+  if (s == MD_OK && info->shard.present && info->complete &&
+      info->n_episodes != info->shard.episodes)
+    s = md_fail(f->err, MD_E_FORMAT, "%s: shard.episodes: the shard is complete with %zu "
+                "episodes listed, not the %zu it states", f->path, info->n_episodes,
+                info->shard.episodes);
   return s;
 }
 
@@ -250,7 +294,7 @@ void md_run_info_free(md_run_info *info) {
                       &info->model.name, &info->model.architecture, &info->model.config_sha256,
                       &info->model.dtype, &info->tokenizer.path, &info->tokenizer.sha256,
                       &info->traces.path, &info->traces.sha256, &info->aggregation.heads,
-                      &info->device};
+                      &info->device, &info->shard.plan_sha256};
   for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) free(*strings[i]);
   for (size_t i = 0; i < info->n_episodes; i++) {
     free(info->episodes[i].id);

@@ -16,7 +16,10 @@
  *  - run.json: "format" is "memdecay-run/1"; model.name and
  *    model.config_sha256, aggregation.page_size, traces.path,
  *    manifest_bytes, complete and episodes[] (id, prompt_tokens,
- *    decode_steps) are present with the right types. Unknown keys are
+ *    decode_steps) are present with the right types. "shard", when
+ *    present, has index < count <= MD_RUN_SHARD_COUNT_MAX, episodes <=
+ *    plan.episodes, plan.tokens >= 1 and plan.sha256 of 64 hex digits; a
+ *    complete shard lists exactly shard.episodes episodes. Unknown keys are
  *    ignored (later versions add some). Episode ids are unique and usable
  *    as file names (no '/', not "." or "..", no control characters).
  *  - Only the first manifest_bytes bytes of manifest.csv are read: they hold
@@ -45,6 +48,9 @@
 
 #define MD_RUN_FORMAT "memdecay-run/1"
 
+/* The largest shard count of a sharded collection (collector/shard.h). */
+enum { MD_RUN_SHARD_COUNT_MAX = 65536 };
+
 typedef struct md_run_episode_meta {
   char *id;
   long line;                 /* line in the traces file; 0 when not stated */
@@ -71,6 +77,14 @@ typedef struct md_run_info {
     char *heads;             /* "mean" or "max" */
     long page_size;
   } aggregation;
+  struct {
+    bool present;            /* run.json has "shard": one shard of a larger collection */
+    size_t index, count;     /* shard K of N */
+    size_t episodes;         /* the episodes this shard collects */
+    size_t plan_episodes;    /* of the whole collection */
+    uint64_t plan_tokens;
+    char *plan_sha256;       /* the digest of the whole plan */
+  } shard;
   char *device;
   long threads;
   uint64_t manifest_bytes;

@@ -75,6 +75,24 @@ static json_t *decode_object(const md_run_settings *s, bool *ok) {
   return o;
 }
 
+static json_t *shard_object(const md_run_shard *shard, bool *ok) {
+  json_t *o = json_object(), *plan = json_object();
+  if (!o || !plan) {
+    json_decref(o);
+    json_decref(plan);
+    *ok = false;
+    return NULL;
+  }
+  put(o, "index", json_integer((json_int_t)shard->index), ok);
+  put(o, "count", json_integer((json_int_t)shard->count), ok);
+  put(o, "episodes", json_integer((json_int_t)shard->episodes), ok);
+  put(plan, "episodes", json_integer((json_int_t)shard->plan_episodes), ok);
+  put(plan, "tokens", json_integer((json_int_t)shard->plan_tokens), ok);
+  put(plan, "sha256", json_string(shard->plan_sha256), ok);
+  put(o, "plan", plan, ok);
+  return o;
+}
+
 md_status md_run_record_new(const md_run_settings *s, md_run_record **record, md_error *err) {
   *record = NULL;
   bool ok = true;
@@ -91,6 +109,7 @@ md_status md_run_record_new(const md_run_settings *s, md_run_record **record, md
   put(root, "traces", traces, &ok);
   put(root, "aggregation", aggregation_object(s, &ok), &ok);
   put(root, "decode", decode_object(s, &ok), &ok);
+  if (s->shard) put(root, "shard", shard_object(s->shard, &ok), &ok);
   put(root, "device", json_string(s->device), &ok);
   put(root, "threads", json_integer(s->threads), &ok);
   put(root, "manifest_bytes", json_integer(0), &ok);
@@ -233,6 +252,42 @@ static md_status same_integer(json_t *root, const char *key, long long now, cons
                  err);
 }
 
+/* "shard 1/4 of plan 3fa2c0d1" or "no shard". */
+static void shard_name(json_t *index, json_t *count, const char *sha256, char out[80]) {
+  if (!json_is_integer(index) || !json_is_integer(count)) {
+    snprintf(out, 80, "no shard");
+    return;
+  }
+  snprintf(out, 80, "shard %lld/%lld of the plan %.8s", (long long)json_integer_value(index),
+           (long long)json_integer_value(count), sha256 ? sha256 : "?");
+}
+
+static md_status same_shard(json_t *root, const md_run_shard *now, const char *path,
+                            md_error *err) {
+  json_t *shard = json_object_get(root, "shard");
+  json_t *index = json_object_get(shard, "index"), *count = json_object_get(shard, "count");
+  const char *sha256 = json_string_value(at(root, "shard.plan.sha256"));
+  bool same = now ? json_is_integer(index) && json_is_integer(count) && sha256 &&
+                        (size_t)json_integer_value(index) == now->index &&
+                        (size_t)json_integer_value(count) == now->count &&
+                        !strcmp(sha256, now->plan_sha256)
+                  : shard == NULL;
+  if (same) return MD_OK;
+  char was[80], is[80];
+  shard_name(index, count, sha256, was);
+  if (now) {
+    json_t *i = json_integer((json_int_t)now->index), *n = json_integer((json_int_t)now->count);
+    shard_name(i, n, now->plan_sha256, is);
+    json_decref(i);
+    json_decref(n);
+  } else {
+    snprintf(is, sizeof is, "no shard");
+  }
+  return md_fail(err, MD_E_INVALID, "%s: this run was collected as %s, this run is %s: a shard "
+                 "resumes as the same shard of the same plan (the same traces, options and shard "
+                 "count), or start a new run directory", path, was, is);
+}
+
 static md_status check_identity(json_t *root, const md_run_settings *s, const char *path,
                                 md_error *err) {
   static const char new_dir[] = "resume with the same inputs, or start a new run directory";
@@ -261,7 +316,7 @@ static md_status check_identity(json_t *root, const md_run_settings *s, const ch
       (st = same_integer(root, "decode.default_steps", (long long)s->default_steps, path,
                          "default decode steps", err)))
     return st;
-  return MD_OK;
+  return same_shard(root, s->shard, path, err);
 }
 
 md_status md_run_record_resume(md_run_record *record, const md_run_settings *s, const char *path,

@@ -34,6 +34,15 @@ typedef struct md_run_model {
   int layers, heads, kv_heads, hidden, vocab, max_position_embeddings;
 } md_run_model;
 
+/* A run that is one shard of a larger collection (collector/shard.h). */
+typedef struct md_run_shard {
+  size_t index, count;          /* shard K of N */
+  size_t episodes;              /* the episodes of this shard */
+  size_t plan_episodes;         /* of the whole collection */
+  uint64_t plan_tokens;         /* prompt + decoded tokens of the whole collection */
+  const char *plan_sha256;      /* the digest of the whole plan */
+} md_run_shard;
+
 /* Everything run.json records besides the episode lists. */
 typedef struct md_run_settings {
   const char *version;          /* the program's version */
@@ -49,6 +58,7 @@ typedef struct md_run_settings {
   size_t default_steps;         /* window of an episode without a continuation */
   const char *device;           /* "cpu", "cuda:0" */
   int threads;
+  const md_run_shard *shard;    /* NULL: not sharded (no "shard" key) */
 } md_run_settings;
 
 typedef struct md_run_episode {
@@ -71,7 +81,8 @@ md_status md_run_record_load(const char *path, md_run_record **record, md_error 
 
 /* For a resume: the identity and settings of `settings` must be those the
  * record was made with (model config hash, tokenizer and traces hashes,
- * captured layers, head aggregation, page size, decode-step limits). Fails
+ * captured layers, head aggregation, page size, decode-step limits, and the
+ * shard: the same K of the same N of the same plan, or none). Fails
  * with MD_E_INVALID and a message saying what differs (path = run.json, for
  * the message). Then the record takes the new run's device and threads. */
 md_status md_run_record_resume(md_run_record *record, const md_run_settings *settings,

@@ -1,0 +1,87 @@
+#!/bin/sh
+# A sharded calibration merges into exactly the unsharded one: on the
+# shipped checkpoint and traces, `run` on one machine, then for N = 1, 2, 3
+# and 4 the N shards (`run --shard K/N`, given in a scrambled order) and
+# `run --merge-shards`, with the same work directory path each time (the
+# config records its events file's path). memdecay.json and events.csv must
+# be byte-identical, and the calibration sidecar too but for the run
+# directories it names. Then what a merge refuses or reports: a missing
+# shard (and --allow-partial with its warning), a repeated one through
+# `extract`, a resume as another shard, a shard of another plan.
+#
+#   shard_merge.sh PROGRAM MODEL TRACES WORK
+set -u
+program=$1 model=$2 traces=$3 work=$4
+fail() { echo "FAIL: $*" >&2; exit 1; }
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+rm -rf "$work" && mkdir -p "$work" || exit 99
+w=$work/calibration   # the work directory, the same path for every run
+
+# The sidecar without the lines that name run directories.
+sidecar() {
+  sed '/"paths": \[/,/\]/d' "$1" | grep -v "\"path\": \"$w/\(run\|shards/[^\"]*\)\""
+}
+
+"$program" run --model "$model" --traces "$traces" --workdir "$w" -o "$work/single.json" \
+  --reproducible -q || fail "the unsharded run failed"
+cp "$w/events.csv" "$work/single.csv" && sidecar "$w/events.calibration.json" >"$work/single.cal" ||
+  exit 99
+
+for n in 1 2 3 4; do
+  rm -rf "$w"
+  # Shards in a scrambled order: the last first, then the others.
+  k=$((n - 1))
+  order="$k $(seq 0 $((n - 2)) 2>/dev/null)"
+  for k in $order; do
+    "$program" run --model "$model" --traces "$traces" --workdir "$w" --shard "$k/$n" \
+      --reproducible -q || fail "shard $k/$n failed"
+  done
+  "$program" run --workdir "$w" -o "$work/merged-$n.json" --merge-shards --reproducible -q ||
+    fail "the merge of $n shards failed"
+  cmp "$work/single.json" "$work/merged-$n.json" || fail "$n shards: memdecay.json differs"
+  cmp "$work/single.csv" "$w/events.csv" || fail "$n shards: events.csv differs"
+  sidecar "$w/events.calibration.json" >"$work/merged-$n.cal"
+  cmp "$work/single.cal" "$work/merged-$n.cal" || fail "$n shards: the sidecar differs"
+  episodes=$(awk '/^  "shard": \{/ { inside = 1 }
+    inside && /^    "episodes": [0-9]/ { gsub(/[^0-9]/, ""); s += $0; inside = 0 }
+    END { print s }' "$w"/shards/*/run.json)
+  [ "$episodes" = 24 ] || fail "$n shards hold $episodes episodes, not 24"
+  echo "$n shards: memdecay.json, events.csv and the sidecar identical to the unsharded run's"
+done
+# extract puts shards in their order whatever the order given.
+"$program" extract "$w/shards/3-of-4" "$w/shards/1-of-4" "$w/shards/0-of-4" "$w/shards/2-of-4" \
+  -o "$work/backwards.csv" --reproducible -q || fail "extract of the shards given backwards failed"
+cmp "$work/single.csv" "$work/backwards.csv" || fail "shards given out of order: events.csv differs"
+
+# A missing shard: refused, then --allow-partial with a warning in the config.
+rm -rf "$w/shards/2-of-4"
+"$program" run --workdir "$w" -o "$work/partial.json" --merge-shards -q 2>"$work/partial.err"
+[ $? -eq 2 ] || fail "a missing shard was not refused with exit 2"
+grep -q "1 of the 4 shards of its collection .* is missing (shard 2/4)" "$work/partial.err" ||
+  fail "the missing shard is not named: $(cat "$work/partial.err")"
+[ ! -e "$work/partial.json" ] || fail "a refused merge wrote its output"
+"$program" run --workdir "$w" -o "$work/partial.json" --merge-shards --allow-partial -q ||
+  fail "--allow-partial did not merge"
+grep -q '"run: 1 shard of the collection is missing (shard 2/4)' "$work/partial.json" ||
+  fail "the partial config does not say what is missing"
+
+# The same shard twice, through extract.
+"$program" extract "$w/shards/0-of-4" "$w/shards/1-of-4" "$w/shards/0-of-4" -o "$work/twice.csv" \
+  --allow-partial -q 2>"$work/twice.err"
+[ $? -eq 2 ] && grep -q "are both shard 0/4 of the same collection" "$work/twice.err" ||
+  fail "a repeated shard was not refused: $(cat "$work/twice.err")"
+
+# A resume must be the same shard of the same plan: another --max-episodes
+# is another plan.
+"$program" run --model "$model" --traces "$traces" --workdir "$w" --shard 1/4 --resume \
+  --max-episodes 20 -q 2>"$work/resume.err"
+[ $? -eq 2 ] && grep -q "this run was collected as shard 1/4 of the plan .*, this run is shard 1/4 of the plan" "$work/resume.err" ||
+  fail "a resume with another plan was not refused: $(cat "$work/resume.err")"
+# A shard of another plan among them: its own collection, which lacks shards.
+"$program" run --model "$model" --traces "$traces" --workdir "$work/other" --shard 0/4 \
+  --max-episodes 20 -q || fail "the other plan's shard failed"
+"$program" extract "$w/shards/0-of-4" "$w/shards/1-of-4" "$w/shards/3-of-4" "$work/other/shards/0-of-4" \
+  -o "$work/mixed.csv" --allow-partial -q 2>"$work/mixed.err"
+[ $? -eq 2 ] && grep -q 'episode ".*" is in .* and in .*other/shards/0-of-4' "$work/mixed.err" ||
+  fail "overlapping plans were not refused: $(cat "$work/mixed.err")"
+echo "refusals: a missing shard, a repeated shard, a resume of another plan, overlapping plans"
