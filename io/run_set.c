@@ -285,6 +285,13 @@ static md_status check_complete(const md_run_set *set, const md_run_set_options 
                                 md_error *err) {
   for (size_t r = 0; r < set->n_runs && !options->allow_incomplete; r++) {
     const md_run_info *info = &set->runs[r];
+    if (!info->complete && info->shard.present)
+      return md_fail(err, MD_E_INVALID, "%s/run.json: shard %zu/%zu is not complete (%zu of its "
+                     "%zu episodes done): finish it with 'memdecay-calibrate run --shard %zu/%zu "
+                     "--resume' (or 'collect --shard %zu/%zu --resume'), or pass "
+                     "--allow-incomplete to use the episodes done so far", info->dir,
+                     info->shard.index, info->shard.count, info->n_episodes, info->shard.episodes,
+                     info->shard.index, info->shard.count, info->shard.index, info->shard.count);
     if (!info->complete)
       return md_fail(err, MD_E_INVALID, "%s/run.json: the collection is not complete (%zu "
                      "episodes done): finish it with 'memdecay-calibrate collect --resume', or "

@@ -53,7 +53,7 @@ typedef struct md_run_set {
   size_t n_skipped;             /* once per collection */
   bool complete;                /* every run complete and no shard missing */
   size_t shards_missing;        /* indices absent from partial sharded collections */
-  char missing_list[256];       /* "shard 2/4 of plan 3fa2c0d1, ..." (cut at 256) */
+  char missing_list[256];       /* "shard 2/4, shard 3/4" (cut at 256) */
   bool devices_differ;          /* the runs were collected on different devices */
   size_t n_traces;              /* distinct trace files, in merge order */
   const char **traces_path;     /* [n_traces] borrowed from the runs */

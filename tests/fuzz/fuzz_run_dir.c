@@ -1,5 +1,6 @@
 /* A collector run directory (io/run_dir.h, io/run_manifest.h, io/npy.h):
- * md_run_info_read, then every episode through md_run_reader_next.
+ * md_run_info_read, then every episode through md_run_reader_next; then
+ * the directory as a run set (io/run_set.h) alone and given twice.
  *
  * The input holds the directory's files, separated by a line "--part--":
  * run.json, manifest.csv, then optionally the bytes of attn/<id>.npy and
@@ -11,13 +12,17 @@
  * episodes, the regions are valid and in md_region_name_compare order; each
  * episode the reader loads comes in order with P + S tokens whose births,
  * pages, regions and token ids follow the rules of io/run_dir.h, and
- * arrays of the shapes stated. */
+ * arrays of the shapes stated; a "shard" read is within its limits. A set
+ * of the directory alone has its totals and regions; the directory given
+ * twice is refused (MD_E_INVALID: a repeated shard or repeated episodes)
+ * unless it has no episode. */
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
 #include "io/regions.h"
 #include "io/run_dir.h"
+#include "io/run_set.h"
 
 #define SEPARATOR "\n--part--\n"
 enum { MAX_PARTS = 4, MAX_NPY_EPISODES = 16 };
@@ -113,6 +118,37 @@ static void check_info(const md_run_info *info) {
     if (r > 0) FUZZ_CHECK(md_region_name_compare(&info->regions[r - 1], &info->regions[r]) < 0);
   }
   FUZZ_CHECK(md_run_region_index(info, "no such region") == info->n_regions);
+  if (info->shard.present) {
+    FUZZ_CHECK(info->shard.count >= 1 && info->shard.count <= MD_RUN_SHARD_COUNT_MAX);
+    FUZZ_CHECK(info->shard.index < info->shard.count);
+    FUZZ_CHECK(info->shard.episodes <= info->shard.plan_episodes);
+    FUZZ_CHECK(info->shard.plan_sha256 && strlen(info->shard.plan_sha256) == 64);
+    if (info->complete) FUZZ_CHECK(info->n_episodes == info->shard.episodes);
+  } else {
+    FUZZ_CHECK(info->shard.plan_sha256 == NULL);
+  }
+}
+
+static void check_set(const md_run_info *info) {
+  const char *one[] = {run_dir}, *twice[] = {run_dir, run_dir};
+  md_run_set_options options = {.allow_incomplete = true, .allow_partial = true};
+  md_run_set set;
+  md_error err = {0};
+  md_status status = md_run_set_read(one, 1, &options, &set, &err);
+  if (info->n_episodes == 0) {
+    FUZZ_CHECK(status == MD_E_INVALID && set.n_runs == 0);
+    return;
+  }
+  FUZZ_CHECK(status == MD_OK);
+  if (status != MD_OK) return;
+  FUZZ_CHECK(set.n_runs == 1 && set.n_episodes == info->n_episodes && set.tokens == info->tokens);
+  FUZZ_CHECK(set.n_regions == info->n_regions && set.n_traces == 1);
+  for (size_t r = 0; r < set.n_regions && r < info->n_regions; r++)
+    FUZZ_CHECK(!strcmp(set.regions[r], info->regions[r]));
+  FUZZ_CHECK(set.shards_missing == (info->shard.present ? info->shard.count - 1 : 0));
+  md_run_set_free(&set);
+  status = md_run_set_read(twice, 2, &options, &set, &err);
+  FUZZ_CHECK(status == MD_E_INVALID && set.n_runs == 0 && strstr(err.message, run_dir));
 }
 
 static void check_episodes(const md_run_info *info) {
@@ -198,6 +234,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   check_episodes(&info);
+  check_set(&info);
   md_run_info_free(&info);
   return 0;
 }

@@ -82,7 +82,15 @@ for name in $harnesses; do
     n=$((n + 1))
   done
   printf '%-18s %12s %8s %8s\n' "$name" "${execs:-?}" "${cov:-?}" "$n"
-  [ "$n" -eq 0 ] || found=1
+  if [ "$n" -ne 0 ]; then
+    found=1
+    tail -n 30 "$out/log" | sed "s/^/  $name: /"
+  elif [ -z "$execs" ]; then
+    # No final statistics: the harness did not run to its end.
+    found=1
+    echo "  $name: the harness stopped without its final statistics:"
+    tail -n 30 "$out/log" | sed "s/^/  $name: /"
+  fi
 done
 if [ "$found" -ne 0 ]; then
   echo "fuzz: findings saved in $fuzz_dir/crashes/ (logs beside them)"
