@@ -285,8 +285,8 @@ static md_status calibration_warnings(const extract_state *st, const md_attn_nor
                         set->shards_missing == 1 ? "" : "s", set->shards_missing == 1 ? "is" : "are",
                         set->missing_list);
   if (s == MD_OK && set->devices_differ)
-    s = md_warnings_add(w, err, "run: the runs were collected on different devices: their "
-                        "attention differs by each device's rounding");
+    s = md_warnings_add(w, err, "run: the runs were collected on different devices or CPU "
+                        "thread counts: their attention differs by each one's rounding");
   if (s == MD_OK && set->n_skipped)
     s = md_warnings_add(w, err, "run: the collector skipped %zu episodes of the traces (listed "
                         "in run.json)", set->n_skipped);

@@ -268,7 +268,9 @@ static void totals(md_run_set *set) {
   for (size_t r = 0; r < set->n_runs; r++) {
     const md_run_info *run = &set->runs[r];
     set->complete = set->complete && run->complete;
-    if (r && !same_text(run->device, set->runs[0].device)) set->devices_differ = true;
+    /* The CPU's sums depend on how they are split over threads. */
+    if (r && (!same_text(run->device, set->runs[0].device) || run->threads != set->runs[0].threads))
+      set->devices_differ = true;
     set->n_episodes += run->n_episodes;
     set->tokens += run->tokens;
     set->prompt_tokens += run->prompt_tokens;

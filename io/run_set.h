@@ -54,7 +54,7 @@ typedef struct md_run_set {
   bool complete;                /* every run complete and no shard missing */
   size_t shards_missing;        /* indices absent from partial sharded collections */
   char missing_list[256];       /* "shard 2/4, shard 3/4" (cut at 256) */
-  bool devices_differ;          /* the runs were collected on different devices */
+  bool devices_differ;          /* on different devices, or CPU thread counts */
   size_t n_traces;              /* distinct trace files, in merge order */
   const char **traces_path;     /* [n_traces] borrowed from the runs */
   const char **traces_sha256;   /* [n_traces] may be NULL entries */

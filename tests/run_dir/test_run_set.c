@@ -132,7 +132,18 @@ static void test_pooled_runs(void) {
   CHECK_MSG(read_set(dirs, 2, (md_run_set_options){0}, &set, &err) == MD_OK, "%s", err.message);
   CHECK(set.n_traces == 2);
   if (set.n_traces == 2) CHECK(!strcmp(set.traces_path[1], "traces/other.jsonl"));
+  CHECK(!set.devices_differ);
   check_same_as_whole(&set);
+  md_run_set_free(&set);
+  /* Another thread count (or device) is read, and noted. */
+  CHECK(test_run_json_edit(b, "threads", "4") == 0);
+  CHECK(read_set(dirs, 2, (md_run_set_options){0}, &set, &err) == MD_OK);
+  CHECK(set.devices_differ);
+  md_run_set_free(&set);
+  CHECK(test_run_json_edit(b, "threads", "1") == 0);
+  CHECK(test_run_json_edit(b, "device", "\"cuda:0\"") == 0);
+  CHECK(read_set(dirs, 2, (md_run_set_options){0}, &set, &err) == MD_OK);
+  CHECK(set.devices_differ);
   md_run_set_free(&set);
   /* The same run twice counts its episodes twice: refused. */
   const char *twice[] = {a, a};
