@@ -109,12 +109,17 @@ static void plain_line(md_progress *p, const md_collect_progress *g) {
 }
 
 static void start_line(md_progress *p, const md_collect_progress *g) {
-  char resumed[64] = "";
+  char resumed[64] = "", episodes[96];
   if (g->episodes_resumed)
     snprintf(resumed, sizeof resumed, " (%zu already complete)", g->episodes_resumed);
-  fprintf(p->options.out, "%s%s%zu episodes%s; to run: %llu prompt tokens, %llu decode steps\n",
-          label(p), label_sep(p), g->episodes_total, resumed,
-          (unsigned long long)g->prompt_tokens_total, (unsigned long long)g->decode_steps_total);
+  if (g->shard_count)
+    snprintf(episodes, sizeof episodes, "shard %zu/%zu: %zu of the %zu episodes", g->shard_index,
+             g->shard_count, g->episodes_total, g->plan_episodes);
+  else
+    snprintf(episodes, sizeof episodes, "%zu episodes", g->episodes_total);
+  fprintf(p->options.out, "%s%s%s%s; to run: %llu prompt tokens, %llu decode steps\n", label(p),
+          label_sep(p), episodes, resumed, (unsigned long long)g->prompt_tokens_total,
+          (unsigned long long)g->decode_steps_total);
 }
 
 static void finish_line(md_progress *p, const md_collect_progress *g) {

@@ -73,6 +73,8 @@ typedef struct md_collect_progress {
   size_t episodes_done;        /* complete, including those found complete on resume */
   size_t episodes_total;       /* to collect in the whole run (skipped ones excluded) */
   size_t episodes_resumed;     /* complete before this invocation started */
+  size_t shard_index, shard_count; /* the shard collected; count 0 = not sharded */
+  size_t plan_episodes;        /* of the whole collection (= episodes_total unsharded) */
   int64_t step, steps;         /* the current episode's decode steps done / in its window */
   /* Work of this invocation (resumed episodes excluded): */
   uint64_t prompt_tokens_done, prompt_tokens_total;

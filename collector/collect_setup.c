@@ -480,6 +480,9 @@ static md_status start_record(collect_run *run, const planner *p, md_error *err)
   if (s != MD_OK) return s;
   md_collect_progress *g = &run->progress;
   g->episodes_total = run->n_planned;
+  g->shard_index = run->options->shard.index;
+  g->shard_count = run->options->shard.count;
+  g->plan_episodes = run->plan_episodes;
   for (size_t i = 0; i < run->n_planned; i++) {
     const planned_episode *e = &run->planned[i];
     if (md_run_record_has_episode(run->record, e->id)) {
