@@ -2,9 +2,11 @@
  * whether each can run on this machine; with --device, opens that one
  * device exactly as the model commands do, and fails as they would. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "calib/cli.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
@@ -20,6 +22,10 @@ static void print_help(FILE *out) {
         "Lists the compute back ends of this build and whether each can run here:\n"
         "the CPU always; CUDA when the build has it (meson -Dcuda) and the machine has\n"
         "an NVIDIA GPU of compute capability 8.0 or newer with a working driver.\n"
+        "The CPU's line is followed by the BLAS's: the library, the OpenBLAS core\n"
+        "(kernel set) it runs, the best core for this CPU, and who chose it (the\n"
+        "program switches to the best core unless OPENBLAS_CORETYPE is set; see\n"
+        "MEMDECAY_BLAS_CORE in the manual).\n"
         "\n"
         "Options:\n"
         "      --device NAME   check only this device (cpu, cuda or cuda:N), as the model\n"
@@ -46,6 +52,29 @@ static void describe(const char *name, const md_kernels *k, int threads) {
 #else
   printf("%s: %s\n", name, k->ops->name);
 #endif
+}
+
+/* The BLAS line: which OpenBLAS core runs, the one this CPU deserves, and
+ * who chose (main.c may have switched it before this ran). */
+static void describe_blas(void) {
+  md_blas_env env = {.coretype = getenv(MD_BLAS_ENV_CORETYPE),
+                     .setting = getenv(MD_BLAS_ENV_SETTING),
+                     .from = getenv(MD_BLAS_ENV_FROM)};
+  const char *core = md_blas_core_current();
+  md_cpu_facts facts = md_cpu_read_facts();
+  md_blas_decision d = md_blas_core_decide(&env, core, &facts);
+  char library[64];
+  md_blas_library(library, sizeof library);
+  printf("blas: %s, core %s (best for this CPU: %s)", library, *core ? core : "unknown",
+         d.best ? d.best : "any");
+  switch (d.origin) {
+    case MD_BLAS_ORIGIN_LIBRARY: break;
+    case MD_BLAS_ORIGIN_USER: printf(" (set by " MD_BLAS_ENV_CORETYPE ")"); break;
+    case MD_BLAS_ORIGIN_KEEP: printf(" (kept: " MD_BLAS_ENV_SETTING "=keep)"); break;
+    case MD_BLAS_ORIGIN_SWITCHED: printf(" (switched from %s)", d.from); break;
+    case MD_BLAS_ORIGIN_SIMULATED: printf(" (simulated: " MD_BLAS_ENV_SETTING "=simulate-weak)"); break;
+  }
+  putchar('\n');
 }
 
 /* Opens `name`; prints its line, or the reason to stderr. */
@@ -83,6 +112,7 @@ int md_cmd_devices(int argc, char **argv) {
   }
   if (device) return open_device(device, (int)threads, false);
   open_device("cpu", (int)threads, true);
+  describe_blas();
   if (!md_device_cuda_built()) {
     printf("cuda: not in this build (rebuild with nvcc installed: meson setup -Dcuda=enabled)\n");
     return MD_EXIT_OK;

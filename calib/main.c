@@ -1,9 +1,13 @@
 /* memdecay-calibrate: measures per-region KV-cache decay rates for MemDecay.
- * This file only dispatches to the subcommands in calib/cmd_*.c. */
+ * This file picks OpenBLAS's kernels (which may execute the program again)
+ * and dispatches to the subcommands in calib/cmd_*.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "calib/cli.h"
+#include "kernels/cpu/blas_core.h"
 #include "md_build_config.h"
 
 typedef struct command {
@@ -45,7 +49,50 @@ static void print_usage(FILE *out) {
           "Manual: man memdecay-calibrate (or man -l man/memdecay-calibrate.1).\n");
 }
 
+/* OpenBLAS chose its kernels when it loaded, before main, and reads
+ * OPENBLAS_CORETYPE only then: when it chose narrower kernels than this CPU
+ * runs (a library older than the CPU falls back to SSE3), set the variable
+ * and execute the program again. kernels/cpu/blas_core.h decides; this
+ * does what it says. Nothing has called OpenBLAS yet. */
+static void choose_blas_core(char **argv) {
+  md_blas_env env = {.coretype = getenv(MD_BLAS_ENV_CORETYPE),
+                     .setting = getenv(MD_BLAS_ENV_SETTING),
+                     .from = getenv(MD_BLAS_ENV_FROM)};
+  const char *current = md_blas_core_current();
+  md_cpu_facts facts = md_cpu_read_facts();
+  md_blas_decision d = md_blas_core_decide(&env, current, &facts);
+  switch (d.action) {
+    case MD_BLAS_STAY: return;
+    case MD_BLAS_WARN_WEAK:
+      fprintf(stderr, MD_PROGRAM ": warning: OpenBLAS has no %s kernels for this CPU: matrix products "
+              "run on its %s kernels\n", d.requested, current);
+      return;
+    case MD_BLAS_WARN_SETTING:
+      fprintf(stderr, MD_PROGRAM ": warning: " MD_BLAS_ENV_SETTING "=%s: not an OpenBLAS core this CPU "
+              "runs (expected auto, keep, simulate-weak or a core such as %s): OpenBLAS keeps its %s "
+              "kernels\n", d.requested, d.best ? d.best : "Prescott", current);
+      return;
+    case MD_BLAS_REEXEC: break;
+  }
+  /* Copies: setenv may free what getenv returned. */
+  char *old_coretype = env.coretype ? strdup(env.coretype) : NULL;
+  char *old_from = env.from ? strdup(env.from) : NULL;
+  const char *from = d.from == env.from ? old_from : d.from;
+  if (setenv(MD_BLAS_ENV_CORETYPE, d.coretype, 1) == 0 && setenv(MD_BLAS_ENV_FROM, from, 1) == 0)
+    execv("/proc/self/exe", argv);
+  /* Could not execute again: go on with the kernels loaded, and leave the
+   * variables as they were, so that nothing this program starts is misled. */
+  perror(MD_PROGRAM ": warning: cannot switch OpenBLAS's kernels, executing again failed");
+  if (old_coretype) setenv(MD_BLAS_ENV_CORETYPE, old_coretype, 1);
+  else unsetenv(MD_BLAS_ENV_CORETYPE);
+  if (old_from) setenv(MD_BLAS_ENV_FROM, old_from, 1);
+  else unsetenv(MD_BLAS_ENV_FROM);
+  free(old_coretype);
+  free(old_from);
+}
+
 int main(int argc, char **argv) {
+  choose_blas_core(argv);
   if (argc < 2) {
     print_usage(stderr);
     return MD_EXIT_INPUT;

@@ -16,6 +16,7 @@
 
 #include "collector/collect_internal.h"
 #include "collector/model_dir.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
 
@@ -352,6 +353,15 @@ static md_status new_record(collect_run *run, md_error *err) {
                         .episodes = run->n_planned, .plan_episodes = run->plan_episodes,
                         .plan_tokens = run->plan_tokens, .plan_sha256 = run->plan_sha256};
   if (o->shard.count) settings.shard = &shard;
+  /* The BLAS the CPU back end multiplies with, for whoever compares speeds
+   * or results between machines (the CUDA back end does not use it). */
+  char blas_library[64];
+  md_blas_library(blas_library, sizeof blas_library);
+  const char *blas_core = md_blas_core_current();
+  if (!strcmp(run->device_name, "cpu") && blas_library[0] && blas_core[0]) {
+    settings.blas_library = blas_library;
+    settings.blas_core = blas_core;
+  }
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);
   if (s != MD_OK) return s;

@@ -93,6 +93,17 @@ static json_t *shard_object(const md_run_shard *shard, bool *ok) {
   return o;
 }
 
+static json_t *blas_object(const md_run_settings *s, bool *ok) {
+  json_t *o = json_object();
+  if (!o) {
+    *ok = false;
+    return NULL;
+  }
+  put(o, "library", json_string(s->blas_library), ok);
+  put(o, "core", json_string(s->blas_core), ok);
+  return o;
+}
+
 md_status md_run_record_new(const md_run_settings *s, md_run_record **record, md_error *err) {
   *record = NULL;
   bool ok = true;
@@ -112,6 +123,7 @@ md_status md_run_record_new(const md_run_settings *s, md_run_record **record, md
   if (s->shard) put(root, "shard", shard_object(s->shard, &ok), &ok);
   put(root, "device", json_string(s->device), &ok);
   put(root, "threads", json_integer(s->threads), &ok);
+  if (s->blas_library && s->blas_core) put(root, "blas", blas_object(s, &ok), &ok);
   put(root, "manifest_bytes", json_integer(0), &ok);
   put(root, "episodes", json_array(), &ok);
   put(root, "skipped", json_array(), &ok);
@@ -319,6 +331,38 @@ static md_status check_identity(json_t *root, const md_run_settings *s, const ch
   return same_shard(root, s->shard, path, err);
 }
 
+/* The new run's "blas" (or none) in place of the record's, right after
+ * "threads" as a fresh record has it: the object is rebuilt, since keys
+ * keep the order they were added in. False when out of memory. */
+static bool replace_blas(md_run_record *record, const md_run_settings *s) {
+  bool ok = true;
+  json_t *blas = s->blas_library && s->blas_core ? blas_object(s, &ok) : NULL;
+  json_t *root = json_object();
+  if (!ok || !root) {
+    json_decref(blas);
+    json_decref(root);
+    return false;
+  }
+  const char *key;
+  json_t *value;
+  json_object_foreach(record->root, key, value) {
+    if (!strcmp(key, "blas")) continue;
+    put(root, key, json_incref(value), &ok);
+    if (!strcmp(key, "threads") && blas) {
+      put(root, "blas", blas, &ok);
+      blas = NULL;
+    }
+  }
+  if (blas) put(root, "blas", blas, &ok); /* a record without "threads" cannot load */
+  if (!ok) {
+    json_decref(root);
+    return false;
+  }
+  json_decref(record->root);
+  record->root = root;
+  return true;
+}
+
 md_status md_run_record_resume(md_run_record *record, const md_run_settings *s, const char *path,
                                md_error *err) {
   md_status status = check_identity(record->root, s, path, err);
@@ -331,6 +375,7 @@ md_status md_run_record_resume(md_run_record *record, const md_run_settings *s, 
   put(at(root, "traces"), "path", json_string(s->traces_path), &ok);
   put(root, "device", json_string(s->device), &ok);
   put(root, "threads", json_integer(s->threads), &ok);
+  if (ok) ok = replace_blas(record, s);
   return ok ? MD_OK : md_fail(err, MD_E_NOMEM, "%s: out of memory", path);
 }
 

@@ -59,6 +59,10 @@ typedef struct md_run_settings {
   const char *device;           /* "cpu", "cuda:0" */
   int threads;
   const md_run_shard *shard;    /* NULL: not sharded (no "shard" key) */
+  /* The BLAS the CPU back end ran on ("OpenBLAS 0.3.21", and its core
+   * "Zen"), for the record only: a resume takes the new run's. Both NULL:
+   * not known (no "blas" key). */
+  const char *blas_library, *blas_core;
 } md_run_settings;
 
 typedef struct md_run_episode {
@@ -84,7 +88,8 @@ md_status md_run_record_load(const char *path, md_run_record **record, md_error 
  * captured layers, head aggregation, page size, decode-step limits, and the
  * shard: the same K of the same N of the same plan, or none). Fails
  * with MD_E_INVALID and a message saying what differs (path = run.json, for
- * the message). Then the record takes the new run's device and threads. */
+ * the message). Then the record takes the new run's device, threads and
+ * BLAS. */
 md_status md_run_record_resume(md_run_record *record, const md_run_settings *settings,
                                const char *path, md_error *err);
 

@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,30 +28,45 @@
  * team costs more than the work. */
 #define MD_MATVEC_PARALLEL_MIN (1 << 15)
 
+/* CPUID and XGETBV directly, not GCC's __builtin_cpu_supports: clang before
+ * version 15 does not know the "f16c" feature name. */
+md_cpu_facts md_cpu_read_facts(void) {
+  md_cpu_facts f = {0};
 #if MD_HAVE_X86
-/* The AVX2 path needs AVX2, FMA and F16C from the CPU, and the YMM registers
- * saved by the OS (XCR0 bits 1 and 2, readable once OSXSAVE is set): the
- * test GCC's __builtin_cpu_supports makes, done with CPUID directly since
- * clang before version 15 does not know the "f16c" feature name. */
-static bool cpu_has_avx2_fma_f16c(void) {
   unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-  const unsigned osxsave = 1u << 27, fma = 1u << 12, f16c = 1u << 29;
-  if ((ecx & (osxsave | fma | f16c)) != (osxsave | fma | f16c)) return false;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return f;
+  /* The vendor string is EBX, EDX, ECX: "GenuineIntel", "AuthenticAMD". */
+  if (ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu) f.vendor = MD_CPU_VENDOR_INTEL;
+  else if (ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u) f.vendor = MD_CPU_VENDOR_AMD;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const unsigned osxsave = 1u << 27;
+  if (!(ecx & osxsave)) return f; /* XGETBV unavailable: no AVX of any kind */
   unsigned xcr0_lo, xcr0_hi;
   __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
   (void)xcr0_hi;
-  if ((xcr0_lo & 0x6u) != 0x6u) return false;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
-  return (ebx & (1u << 5)) != 0; /* AVX2 */
+  bool ymm = (xcr0_lo & 0x6u) == 0x6u, zmm = ymm && (xcr0_lo & 0xe0u) == 0xe0u;
+  if (!ymm) return f;
+  f.avx = (ecx & (1u << 28)) != 0;
+  f.fma = (ecx & (1u << 12)) != 0;
+  f.f16c = (ecx & (1u << 29)) != 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  f.avx2 = (ebx & (1u << 5)) != 0;
+  if (zmm) {
+    f.avx512f = (ebx & (1u << 16)) != 0;
+    f.avx512dq = (ebx & (1u << 17)) != 0;
+    f.avx512cd = (ebx & (1u << 28)) != 0;
+    f.avx512bw = (ebx & (1u << 30)) != 0;
+    f.avx512vl = (ebx & (1u << 31)) != 0;
+  }
+#endif
+  return f;
 }
-#endif
 
+/* The AVX2 path needs AVX2, FMA and F16C from the CPU, and the YMM registers
+ * saved by the OS: the test GCC's __builtin_cpu_supports makes. */
 md_cpu_isa md_cpu_detect_isa(void) {
-#if MD_HAVE_X86
-  if (cpu_has_avx2_fma_f16c()) return MD_CPU_ISA_AVX2;
-#endif
-  return MD_CPU_ISA_PORTABLE;
+  md_cpu_facts f = md_cpu_read_facts();
+  return f.avx2 && f.fma && f.f16c ? MD_CPU_ISA_AVX2 : MD_CPU_ISA_PORTABLE;
 }
 
 static inline float bf16_to_f32(uint16_t bits) {

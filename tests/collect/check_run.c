@@ -158,6 +158,16 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
   CHECK(json_int(json_object_get(run, "decode"), "max_steps") == json_int(want, "max_steps"));
   CHECK(json_int(json_object_get(run, "decode"), "default_steps") == 256);
   CHECK(json_is_true(json_object_get(run, "complete")));
+  /* The CPU back end's BLAS, for the record (optional in the format; this
+   * build links OpenBLAS, which always names its core). */
+  json_t *blas = json_object_get(run, "blas");
+  if (!strcmp(json_str(run, "device"), "cpu")) {
+    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 2, "blas: an object of 2 keys");
+    CHECK_MSG(!strncmp(json_str(blas, "library"), "OpenBLAS ", 9), "blas.library '%s'",
+              json_str(blas, "library"));
+    json_t *core = json_object_get(blas, "core");
+    CHECK_MSG(json_is_string(core) && json_string_length(core) > 0, "blas.core: a name");
+  }
   CHECK_MSG(json_int(run, "manifest_bytes") == manifest_size, "manifest_bytes %lld, file %lld",
             json_int(run, "manifest_bytes"), manifest_size);
   CHECK_MSG((long long)json_array_size(json_object_get(run, "skipped")) == skipped, "%zu skipped",
