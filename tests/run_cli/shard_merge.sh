@@ -5,7 +5,8 @@
 # `run --merge-shards`, with the same work directory path each time (the
 # config records its events file's path). memdecay.json and events.csv must
 # be byte-identical, and the calibration sidecar too but for the run
-# directories it names. Then what a merge refuses or reports: a missing
+# directories it names. Then what a merge refuses or reports: shards of
+# other traces than --traces names, a missing
 # shard (and --allow-partial with its warning), a repeated one through
 # `extract`, a resume as another shard, a shard of another plan.
 #
@@ -52,6 +53,18 @@ done
 "$program" extract "$w/shards/3-of-4" "$w/shards/1-of-4" "$w/shards/0-of-4" "$w/shards/2-of-4" \
   -o "$work/backwards.csv" --reproducible -q || fail "extract of the shards given backwards failed"
 cmp "$work/single.csv" "$work/backwards.csv" || fail "shards given out of order: events.csv differs"
+
+# --model and --traces on the merge: each shard must be of them.
+"$program" run --workdir "$w" -o "$work/named.json" --merge-shards --model "$model" \
+  --traces "$traces" --reproducible -q || fail "the merge with --model and --traces failed"
+cmp "$work/single.json" "$work/named.json" || fail "the merge with --model and --traces differs"
+other_traces=$work/other.jsonl
+head -n 3 "$traces" >"$other_traces" || exit 99
+"$program" run --workdir "$w" -o "$work/wrong.json" --merge-shards --traces "$other_traces" -q \
+  2>"$work/wrong.err"
+[ $? -eq 2 ] && grep -q "was collected over a trace file with sha256 .*, not the given traces'" "$work/wrong.err" ||
+  fail "shards of other traces were not refused: $(cat "$work/wrong.err")"
+[ ! -e "$work/wrong.json" ] || fail "a refused merge wrote its output"
 
 # A missing shard: refused, then --allow-partial with a warning in the config.
 rm -rf "$w/shards/2-of-4"
