@@ -97,7 +97,6 @@ static md_status one_episode(extract_state *st, const md_run_info *run,
     if (pass > 1) return MD_OK;
     return md_warnings_add(&st->warnings, err, "run: episode \"%s\" has no decode steps: none of "
                            "its tokens is observed", episode->meta->id);
-  (void)run;
   }
   md_attn_episode view = {.id = episode->meta->id,
                           .steps = episode->steps,

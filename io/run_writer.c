@@ -264,14 +264,10 @@ static md_status same_integer(json_t *root, const char *key, long long now, cons
                  err);
 }
 
-/* "shard 1/4 of plan 3fa2c0d1" or "no shard". */
-static void shard_name(json_t *index, json_t *count, const char *sha256, char out[80]) {
-  if (!json_is_integer(index) || !json_is_integer(count)) {
-    snprintf(out, 80, "no shard");
-    return;
-  }
-  snprintf(out, 80, "shard %lld/%lld of the plan %.8s", (long long)json_integer_value(index),
-           (long long)json_integer_value(count), sha256 ? sha256 : "?");
+/* "shard 1/4 of the plan 3fa2c0d1", or "no shard" when count is 0. */
+static void shard_name(long long index, long long count, const char *sha256, char out[80]) {
+  if (count == 0) snprintf(out, 80, "no shard");
+  else snprintf(out, 80, "shard %lld/%lld of the plan %.8s", index, count, sha256 ? sha256 : "?");
 }
 
 static md_status same_shard(json_t *root, const md_run_shard *now, const char *path,
@@ -279,22 +275,17 @@ static md_status same_shard(json_t *root, const md_run_shard *now, const char *p
   json_t *shard = json_object_get(root, "shard");
   json_t *index = json_object_get(shard, "index"), *count = json_object_get(shard, "count");
   const char *sha256 = json_string_value(at(root, "shard.plan.sha256"));
-  bool same = now ? json_is_integer(index) && json_is_integer(count) && sha256 &&
-                        (size_t)json_integer_value(index) == now->index &&
+  bool recorded = json_is_integer(index) && json_is_integer(count);
+  bool same = now ? recorded && sha256 && (size_t)json_integer_value(index) == now->index &&
                         (size_t)json_integer_value(count) == now->count &&
                         !strcmp(sha256, now->plan_sha256)
                   : shard == NULL;
   if (same) return MD_OK;
   char was[80], is[80];
-  shard_name(index, count, sha256, was);
-  if (now) {
-    json_t *i = json_integer((json_int_t)now->index), *n = json_integer((json_int_t)now->count);
-    shard_name(i, n, now->plan_sha256, is);
-    json_decref(i);
-    json_decref(n);
-  } else {
-    snprintf(is, sizeof is, "no shard");
-  }
+  shard_name(recorded ? (long long)json_integer_value(index) : 0,
+             recorded ? (long long)json_integer_value(count) : 0, sha256, was);
+  shard_name(now ? (long long)now->index : 0, now ? (long long)now->count : 0,
+             now ? now->plan_sha256 : NULL, is);
   return md_fail(err, MD_E_INVALID, "%s: this run was collected as %s, this run is %s: a shard "
                  "resumes as the same shard of the same plan (the same traces, options and shard "
                  "count), or start a new run directory", path, was, is);
