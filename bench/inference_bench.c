@@ -24,8 +24,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "collector/qwen2_forward.h"
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_forward.h"
+#include "collector/model/qwen2_model.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 
 static double clock_s(clockid_t clock) {
   struct timespec ts;

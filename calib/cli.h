@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "io/error.h"
+#include "io/base/error.h"
 
 /* Exit codes, documented in memdecay-calibrate(1). */
 enum {

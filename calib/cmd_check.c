@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "calib/cli.h"
-#include "io/config.h"
-#include "io/eval_results.h"
-#include "io/json_fields.h"
+#include "io/formats/config.h"
+#include "io/formats/eval_results.h"
+#include "io/base/json_fields.h"
 
 typedef struct check_options {
   const char *golden;

@@ -1,5 +1,5 @@
 /* memdecay-calibrate collect: runs a checkpoint over agent traces and writes
- * a run directory of attention per decode step (collector/collect.h,
+ * a run directory of attention per decode step (collector/capture/collect.h,
  * memdecay-run(5)). This file parses options and prints; the work is
  * md_collect. */
 #include <stdio.h>
@@ -9,8 +9,8 @@
 #include "calib/cli.h"
 #include "calib/collect_options.h"
 #include "calib/progress.h"
-#include "collector/collect.h"
-#include "collector/episode_tokens.h"
+#include "collector/capture/collect.h"
+#include "collector/tokenizer/episode_tokens.h"
 
 static const char command[] = "collect";
 

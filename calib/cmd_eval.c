@@ -1,4 +1,4 @@
-/* memdecay-calibrate eval: the eviction-probe evaluation (collector/eval.h,
+/* memdecay-calibrate eval: the eviction-probe evaluation (collector/eval/eval.h,
  * memdecay-eval(5)). This file parses options, prints the recall table and
  * writes the results; the work is md_eval. */
 #include <getopt.h>
@@ -9,10 +9,10 @@
 
 #include "calib/cli.h"
 #include "calib/progress.h"
-#include "collector/eval.h"
-#include "io/eval_results.h"
-#include "io/plot.h"
-#include "io/plot_eval.h"
+#include "collector/eval/eval.h"
+#include "io/formats/eval_results.h"
+#include "io/plot/plot.h"
+#include "io/plot/plot_eval.h"
 
 static const char command[] = "eval";
 

@@ -9,7 +9,7 @@
  * (memdecay.json -> memdecay.run/). Each stage is the one its own command
  * runs (md_collect, calib/extract_job.h, calib/fit_job.h).
  *
- * A sharded calibration (collector/shard.h) runs in two steps on one work
+ * A sharded calibration (collector/capture/shard.h) runs in two steps on one work
  * directory: `run --shard K/N` collects shard K into WORKDIR/shards/K-of-N/
  * and stops, once per shard (a Slurm array task each); then
  * `run --merge-shards` extracts every WORKDIR/shards/ directory together and
@@ -31,9 +31,9 @@
 #include "calib/fit_job.h"
 #include "calib/fit_options.h"
 #include "calib/progress.h"
-#include "collector/collect.h"
-#include "io/digest.h"
-#include "io/priors.h"
+#include "collector/capture/collect.h"
+#include "io/base/digest.h"
+#include "io/formats/priors.h"
 #include "md_build_config.h"
 
 static const char command[] = "run";

@@ -8,7 +8,7 @@
 #include <utf8proc.h>
 
 #include "calib/cli.h"
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 
 static const char command[] = "tokenize";
 

@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "collector/collect.h"
+#include "collector/capture/collect.h"
 
 /* Applies option `name` ("--device", ...) with `value` to `options`.
  * Returns -1 when applied, an exit code after printing a usage error

@@ -9,12 +9,12 @@
 
 #include "calib/cli.h"
 #include "calib/fit_job.h"
-#include "io/atomic_file.h"
-#include "io/calibration.h"
-#include "io/events.h"
-#include "io/numfmt.h"
-#include "io/run_dir.h"
-#include "io/run_set.h"
+#include "io/base/atomic_file.h"
+#include "io/formats/calibration.h"
+#include "io/formats/events.h"
+#include "io/base/numfmt.h"
+#include "io/formats/run_dir.h"
+#include "io/formats/run_set.h"
 #include "md_build_config.h"
 
 typedef struct extract_state {

@@ -1,12 +1,12 @@
 /* The extract stage as `extract` and `run` both run it: one run directory
- * or several read as one collection (io/run_set.h: the shards of a sharded
+ * or several read as one collection (io/formats/run_set.h: the shards of a sharded
  * calibration, or pooled runs) in, the events CSV
  * (memdecay-events(5)) and the calibration sidecar (memdecay-calibration(5))
  * out, and optionally the figure.
  *
  * Episodes are read one at a time, in the set's merge order, and go through
- * collector/lifetimes.h, which sends the event rows to the CSV and every
- * token's series to fit/attention_norm.h; when the EWMA values outgrow
+ * fit/extract/lifetimes.h, which sends the event rows to the CSV and every
+ * token's series to fit/extract/attention_norm.h; when the EWMA values outgrow
  * --kappa-memory the episodes are read a second time for the exact kappa.
  * Both files are prepared in full before either is committed, so a failure
  * leaves no output behind and existing files untouched. */
@@ -16,9 +16,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "calib/fit_regions.h"
-#include "collector/lifetimes.h"
-#include "fit/attention_norm.h"
+#include "fit/regions/fit_regions.h"
+#include "fit/extract/lifetimes.h"
+#include "fit/extract/attention_norm.h"
 
 typedef struct md_extract_job {
   const char *command;             /* "extract" or "run", for messages */

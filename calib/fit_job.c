@@ -7,12 +7,12 @@
 #include <time.h>
 
 #include "calib/cli.h"
-#include "io/atomic_file.h"
-#include "io/calibration.h"
-#include "io/config.h"
-#include "io/events.h"
-#include "io/km_csv.h"
-#include "io/priors.h"
+#include "io/base/atomic_file.h"
+#include "io/formats/calibration.h"
+#include "io/formats/config.h"
+#include "io/formats/events.h"
+#include "io/formats/km_csv.h"
+#include "io/formats/priors.h"
 #include "md_build_config.h"
 
 void md_timestamp_now(char out[32]) {

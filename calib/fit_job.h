@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "calib/fit_regions.h"
+#include "fit/regions/fit_regions.h"
 
 typedef struct md_fit_job {
   const char *command;             /* "fit" or "run", for messages */

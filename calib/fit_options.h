@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "calib/fit_regions.h"
+#include "fit/regions/fit_regions.h"
 
 /* --level P: a confidence level strictly between 0 and 1. */
 int md_fit_option_level(const char *command, const char *value, md_fit_settings *settings);

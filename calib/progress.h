@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "collector/collect.h"
+#include "collector/capture/collect.h"
 
 typedef struct md_progress md_progress;
 

@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "io/error.h"
+#include "io/base/error.h"
 #include "kernels/kernels.h"
 
 typedef struct md_device_options {

@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/error.h"
-#include "io/tensor.h"
+#include "io/base/error.h"
+#include "io/base/tensor.h"
 
 typedef struct md_kernels md_kernels; /* a back end instance */
 
@@ -155,7 +155,7 @@ typedef struct md_kernel_ops {
   /* Moves the slots keep[0 .. n_keep-1] (host memory, strictly ascending
    * slot indices below the capacity) of one layer's cache buffer to slots
    * 0 .. n_keep-1, keys and values of every KV head alike: what eviction
-   * does (collector/qwen2_forward.h, md_qwen2_evict). Slots from n_keep on
+   * does (collector/model/qwen2_forward.h, md_qwen2_evict). Slots from n_keep on
    * are left undefined. Since keep ascends, keep[j] >= j: a slot is read
    * before any write lands on it when the slots are moved in order, so the
    * CPU back end works in place; a device back end whose threads run in

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/config.h"
+#include "io/formats/config.h"
 
 static const char *const kind_names[] = {"full", "random", "streaming", "h2o", "memdecay",
                                          "memdecay-raw"};

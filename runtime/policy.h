@@ -38,7 +38,7 @@
  * query of a chunk):
  *   - refresh: if r_s >= tau, the token's last-refresh step := t;
  *   - EWMA of r (e) and of w (e_raw): e := beta e + (1 - beta) r, starting at
- *     0 at birth, as the calibration's (fit/attention_norm.h; a decoded
+ *     0 at birth, as the calibration's (fit/extract/attention_norm.h; a decoded
  *     token's first update is its birth step's self-attention there too);
  *   - H2O's accumulator: acc := acc + received[s] (the sum over every past
  *     query, H2O's accumulated attention score).
@@ -111,7 +111,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/error.h"
+#include "io/base/error.h"
 
 typedef enum md_policy_kind {
   MD_POLICY_FULL,

@@ -16,7 +16,7 @@ per region, the mean uniform-relative attention and the share of
 prompt tokens and by age (steps since birth) for the decoded continuation.
 Prompt tokens take the region of the trace segment their first character lies
 in, template text that of what it wraps (data/traces/generate.py's render(),
-the same rule as collector/chat_template.h).
+the same rule as collector/tokenizer/chat_template.h).
 
 --random measures a randomly initialised model of the same configuration
 instead, as a baseline: what the table looks like without training.

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/error.h"
-#include "io/tensor.h"
+#include "io/base/error.h"
+#include "io/base/tensor.h"
 #include "kernels/kernels.h"
 
 typedef enum md_cpu_isa {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/qwen2_model.h"
-#include "io/tensor.h"
+#include "collector/model/qwen2_model.h"
+#include "io/base/tensor.h"
 #include "tests/test_util.h"
 
 /* "<MD_SOURCE_ROOT>/tests/checkpoint/<relative>" */

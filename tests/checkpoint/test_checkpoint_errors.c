@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_model.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

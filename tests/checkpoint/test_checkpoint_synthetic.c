@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/qwen2_model.h"
-#include "io/safetensors.h"
+#include "collector/model/qwen2_model.h"
+#include "io/formats/safetensors.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collector/qwen2_config.h"
+#include "collector/model/qwen2_config.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_model.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

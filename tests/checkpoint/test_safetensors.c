@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/safetensors.h"
+#include "io/formats/safetensors.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

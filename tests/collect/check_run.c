@@ -33,7 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/npy.h"
+#include "io/formats/npy.h"
 #include "tests/test_util.h"
 
 #define ATTN_TOL 1e-5

@@ -1,4 +1,4 @@
-/* collector/episode_tokens.h on tests/collect/data/episodes.jsonl with the
+/* collector/tokenizer/episode_tokens.h on tests/collect/data/episodes.jsonl with the
  * tiny tokenizer of tests/collect/fixtures. Token ids are checked end to end
  * against HF tokenizers by check_run (collect_e2e_*); here, by hand from
  * the template rules of memdecay-traces(5): the region of the template
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collector/episode_tokens.h"
+#include "collector/tokenizer/episode_tokens.h"
 #include "tests/test_util.h"
 
 static md_tokenizer *tok;

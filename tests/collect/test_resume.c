@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "collector/collect.h"
+#include "collector/capture/collect.h"
 #include "tests/test_util.h"
 
 static char model_dir[4096], traces[4096];

@@ -1,4 +1,4 @@
-/* collector/shard.h: the K/N parser and the split rule. The expected
+/* collector/capture/shard.h: the K/N parser and the split rule. The expected
  * assignments are worked out by hand from the rule in the header
  * (shard = floor(N (2 C_i + w_i) / (2 W))), and the properties every split
  * must have are checked over many random plans: contiguous blocks in
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/shard.h"
+#include "collector/capture/shard.h"
 #include "tests/test_util.h"
 
 static void test_parse(void) {

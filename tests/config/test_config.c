@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/config.h"
-#include "io/numfmt.h"
-#include "io/priors.h"
+#include "io/formats/config.h"
+#include "io/base/numfmt.h"
+#include "io/formats/priors.h"
 #include "tests/test_util.h"
 
 static char *data_path(const char *name) {

@@ -1,11 +1,11 @@
-/* Answer scoring of the eval (collector/eval.h): the normalisation and the
+/* Answer scoring of the eval (collector/eval/eval.h): the normalisation and the
  * whole-word containment test, on cases worked out by hand from the rule
  * (NFKC, case folding, runs of non-letters/digits -> one space, a space at
  * both ends). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/eval.h"
+#include "collector/eval/eval.h"
 #include "tests/test_util.h"
 
 static void check_normalise(const char *text, const char *want) {

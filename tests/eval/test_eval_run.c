@@ -1,4 +1,4 @@
-/* Properties of the eviction-probe evaluation (collector/eval.h) on the
+/* Properties of the eviction-probe evaluation (collector/eval/eval.h) on the
  * shipped checkpoint and the first episodes of the shipped short traces,
  * evicting by the shipped golden config:
  *  - after every eviction point the cache holds at most the budget
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/eval.h"
+#include "collector/eval/eval.h"
 #include "tests/test_util.h"
 
 static char *path_of(const char *relative) {

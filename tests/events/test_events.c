@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/events.h"
+#include "io/formats/events.h"
 #include "tests/test_util.h"
 
 static char *data_path(const char *name) {

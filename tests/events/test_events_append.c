@@ -3,7 +3,7 @@
  * reader refuses. */
 #include <string.h>
 
-#include "io/events.h"
+#include "io/formats/events.h"
 #include "tests/test_util.h"
 
 int main(void) {

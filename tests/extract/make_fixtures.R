@@ -4,7 +4,7 @@
 # Generates a small seeded synthetic attention dataset (several episodes of
 # prompt tokens in known regions plus teacher-forced decoded tokens), then
 # computes, from the definitions of DESIGN.md section 4 and the decisions
-# written in collector/lifetimes.h and fit/attention_norm.h:
+# written in fit/extract/lifetimes.h and fit/extract/attention_norm.h:
 #   events (estimands last-use and gap), base priorities, the EWMA of the
 #   uniform-relative attention, kappa (quantile type 7), alpha (median),
 #   the per-region mean uniform-relative attention and its curve by age.

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fit/attention_norm.h"
+#include "fit/extract/attention_norm.h"
 #include "tests/test_util.h"
 
 static const char *const names[] = {"system", "user", "tool_out", "retrieval", "tool_in"};

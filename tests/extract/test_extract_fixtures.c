@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/lifetimes.h"
-#include "fit/attention_norm.h"
+#include "fit/extract/lifetimes.h"
+#include "fit/extract/attention_norm.h"
 #include "tests/test_util.h"
 
 #define RTOL 1e-6

@@ -1,11 +1,11 @@
 /* collector/lifetimes: events of hand-built episodes, every expected row
  * derived by hand next to it from DESIGN.md section 4 and the decisions in
- * collector/lifetimes.h, and the bad inputs. */
+ * fit/extract/lifetimes.h, and the bad inputs. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "collector/lifetimes.h"
+#include "fit/extract/lifetimes.h"
 #include "tests/test_util.h"
 
 #define MAX_STEPS 48

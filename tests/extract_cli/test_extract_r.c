@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "io/calibration.h"
+#include "io/formats/calibration.h"
 #include "tests/run_dir/run_dir_writer.h"
 #include "tests/test_util.h"
 

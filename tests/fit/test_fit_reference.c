@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fit/exponential.h"
-#include "fit/km.h"
-#include "fit/logrank.h"
-#include "fit/surv_data.h"
-#include "fit/weibull.h"
+#include "fit/survival/exponential.h"
+#include "fit/survival/km.h"
+#include "fit/survival/logrank.h"
+#include "fit/survival/surv_data.h"
+#include "fit/survival/weibull.h"
 #include "tests/fit/fixture.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-/* The calibration sidecar (io/calibration.h): md_calibration_read.
+/* The calibration sidecar (io/formats/calibration.h): md_calibration_read.
  *
  * Invariants: a failed read is MD_E_FORMAT, MD_E_IO or MD_E_UNSUPPORTED
  * naming the file, with the struct left empty; a successful one has valid,
@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "io/calibration.h"
+#include "io/formats/calibration.h"
 
 static void check_calibration(const md_calibration *c) {
   FUZZ_CHECK(c->n_regions == 0 || c->regions != NULL);

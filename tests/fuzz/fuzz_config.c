@@ -1,4 +1,4 @@
-/* memdecay.json (io/config.h, runtime/policy.h): md_config_read in both
+/* memdecay.json (io/formats/config.h, runtime/policy.h): md_config_read in both
  * modes and md_policy_config_load, then a memdecay policy built from it.
  *
  * Invariants: failures are MD_E_FORMAT, MD_E_IO, MD_E_UNSUPPORTED or
@@ -9,7 +9,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "io/config.h"
+#include "io/formats/config.h"
 #include "runtime/policy.h"
 
 static const unsigned config_failures =

@@ -1,4 +1,4 @@
-/* Evaluation results (io/eval_results.h): md_eval_results_read.
+/* Evaluation results (io/formats/eval_results.h): md_eval_results_read.
  *
  * Invariants: a failure is MD_E_FORMAT or MD_E_IO naming the file, with
  * nothing left to free; on success 1 .. MD_EVAL_MAX_RUNS runs, each a
@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "io/eval_results.h"
+#include "io/formats/eval_results.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_input_file(data, size, ".eval.json");

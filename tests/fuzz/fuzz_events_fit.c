@@ -1,6 +1,6 @@
-/* The events CSV (io/events.h) and then the whole fit in memory, as `fit`
- * runs it (calib/fit_regions.c): per-region estimators, log-rank tests,
- * the md_config and its dump (io/config.h), which is read back.
+/* The events CSV (io/formats/events.h) and then the whole fit in memory, as `fit`
+ * runs it (fit/regions/fit_regions.c): per-region estimators, log-rank tests,
+ * the md_config and its dump (io/formats/config.h), which is read back.
  *
  * Invariants: a failed read is MD_E_FORMAT or MD_E_IO naming the file and
  * leaves the set empty; a successful one holds rows within the header's
@@ -10,10 +10,10 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "calib/fit_regions.h"
+#include "fit/regions/fit_regions.h"
 #include "fuzz_util.h"
-#include "io/config.h"
-#include "io/events.h"
+#include "io/formats/config.h"
+#include "io/formats/events.h"
 
 static void check_events(const md_events *events) {
   FUZZ_CHECK(events->n_files == 1);

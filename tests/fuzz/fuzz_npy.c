@@ -1,4 +1,4 @@
-/* NumPy files (io/npy.h): md_npy_read, then md_npy_write of what was read.
+/* NumPy files (io/formats/npy.h): md_npy_read, then md_npy_write of what was read.
  *
  * Invariants: a failure is MD_E_FORMAT, MD_E_UNSUPPORTED or MD_E_IO naming
  * the file, with the array zeroed; on success 0 .. MD_NPY_MAX_DIMS
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
-#include "io/npy.h"
+#include "io/formats/npy.h"
 
 static char out_dir[4096];
 static char out_path[4200];

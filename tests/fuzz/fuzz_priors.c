@@ -1,4 +1,4 @@
-/* The priors file (io/priors.h): md_priors_read.
+/* The priors file (io/formats/priors.h): md_priors_read.
  *
  * Invariants: a failure is MD_E_FORMAT, MD_E_IO or MD_E_UNSUPPORTED naming
  * the file, leaving the set empty; on success every entry has a valid,
@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "fuzz_util.h"
-#include "io/priors.h"
+#include "io/formats/priors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_input_file(data, size, ".priors.json");

@@ -1,4 +1,4 @@
-/* A checkpoint's config.json (collector/qwen2_config.h): md_qwen2_config_load
+/* A checkpoint's config.json (collector/model/qwen2_config.h): md_qwen2_config_load
  * on the file and md_qwen2_config_parse on the same bytes.
  *
  * Invariants: both agree (status and, on success, every field); a failure
@@ -8,7 +8,7 @@
  * positive and finite, and config_sha256 is 64 lower-case hex digits. */
 #include <math.h>
 
-#include "collector/qwen2_config.h"
+#include "collector/model/qwen2_config.h"
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

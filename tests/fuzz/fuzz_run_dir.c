@@ -1,6 +1,6 @@
-/* A collector run directory (io/run_dir.h, io/run_manifest.h, io/npy.h):
+/* A collector run directory (io/formats/run_dir.h, io/formats/run_manifest.h, io/formats/npy.h):
  * md_run_info_read, then every episode through md_run_reader_next; then
- * the directory as a run set (io/run_set.h) alone and given twice.
+ * the directory as a run set (io/formats/run_set.h) alone and given twice.
  *
  * The input holds the directory's files, separated by a line "--part--":
  * run.json, manifest.csv, then optionally the bytes of attn/<id>.npy and
@@ -11,7 +11,7 @@
  * distinct and usable as file names, the totals are the sums over the
  * episodes, the regions are valid and in md_region_name_compare order; each
  * episode the reader loads comes in order with P + S tokens whose births,
- * pages, regions and token ids follow the rules of io/run_dir.h, and
+ * pages, regions and token ids follow the rules of io/formats/run_dir.h, and
  * arrays of the shapes stated; a "shard" read is within its limits. A set
  * of the directory alone has its totals and regions; the directory given
  * twice is refused (MD_E_INVALID: a repeated shard or repeated episodes)
@@ -20,9 +20,9 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
-#include "io/regions.h"
-#include "io/run_dir.h"
-#include "io/run_set.h"
+#include "io/base/regions.h"
+#include "io/formats/run_dir.h"
+#include "io/formats/run_set.h"
 
 #define SEPARATOR "\n--part--\n"
 enum { MAX_PARTS = 4, MAX_NPY_EPISODES = 16 };

@@ -1,4 +1,4 @@
-/* safetensors files (io/safetensors.h): md_safetensors_open and every
+/* safetensors files (io/formats/safetensors.h): md_safetensors_open and every
  * tensor through md_safetensors_get.
  *
  * Invariants: a failure is MD_E_FORMAT, MD_E_UNSUPPORTED or MD_E_IO naming
@@ -9,7 +9,7 @@
  * non-negative dimensions, nbytes = product x element size, data aligned
  * to the element size and inside readable memory. */
 #include "fuzz_util.h"
-#include "io/safetensors.h"
+#include "io/formats/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_input_file(data, size, ".safetensors");

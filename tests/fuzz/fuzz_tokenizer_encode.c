@@ -10,7 +10,7 @@
  * and with one less gives up, leaving `out` as it was. */
 #include <utf8proc.h>
 
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 #ifndef MD_FUZZ_SOURCE_ROOT

@@ -1,4 +1,4 @@
-/* Loading a tokenizer.json (collector/tokenizer.h): md_tokenizer_load, then
+/* Loading a tokenizer.json (collector/tokenizer/tokenizer.h): md_tokenizer_load, then
  * a fixed text encoded and decoded with what was loaded.
  *
  * Invariants: a failure is MD_E_IO, MD_E_FORMAT or MD_E_UNSUPPORTED naming
@@ -6,7 +6,7 @@
  * MD_E_UNSUPPORTED, a regex limit) into ids below md_tokenizer_vocab_size
  * that all have pieces, with spans inside the text, at least
  * md_tokenizer_min_tokens of them, and decodes them back. */
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 #include "fuzz_util.h"
 
 static const char text[] = "Hello, world! It's 2024: caf\xc3\xa9 na\xc3\xafve \xe4\xbd\xa0\xe5\xa5\xbd"

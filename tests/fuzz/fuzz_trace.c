@@ -1,4 +1,4 @@
-/* Agent traces (io/trace.h), then the chat template (collector/chat_template.h)
+/* Agent traces (io/formats/trace.h), then the chat template (collector/tokenizer/chat_template.h)
  * on every valid episode.
  *
  * Invariants: the strict reader stops at the first bad episode with
@@ -8,9 +8,9 @@
  * count matches md_trace_scan's; each episode renders into a prompt whose
  * spans cover the text without gaps, none empty, and whose length is the
  * text's. */
-#include "collector/chat_template.h"
+#include "collector/tokenizer/chat_template.h"
 #include "fuzz_util.h"
-#include "io/trace.h"
+#include "io/formats/trace.h"
 
 typedef struct skip_count {
   size_t n;

@@ -25,8 +25,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "collector/qwen2_forward.h"
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_forward.h"
+#include "collector/model/qwen2_model.h"
 #include "kernels/cuda/cuda.h"
 #include "tests/gpu/gpu_check.h"
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/tensor.h"
+#include "io/base/tensor.h"
 #include "kernels/kernels.h"
 
 static int gpu_passed = 0, gpu_failed = 0;

@@ -40,8 +40,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "collector/qwen2_forward.h"
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_forward.h"
+#include "collector/model/qwen2_model.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cuda/cuda.h"
 #include "tests/gpu/gpu_check.h"

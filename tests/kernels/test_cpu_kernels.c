@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/tensor.h"
+#include "io/base/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "tests/test_util.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/qwen2_forward.h"
+#include "collector/model/qwen2_forward.h"
 #include "tests/model/fixture.h"
 
 enum { EVICT_OP_PREFILL = 0, EVICT_OP_DECODE = 1, EVICT_OP_EVICT = 2 };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/npy.h"
+#include "io/formats/npy.h"
 
 
 typedef struct fixture_array {

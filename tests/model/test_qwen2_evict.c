@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/qwen2_forward.h"
-#include "collector/qwen2_model.h"
+#include "collector/model/qwen2_forward.h"
+#include "collector/model/qwen2_model.h"
 #include "kernels/cpu/cpu.h"
 #include "tests/model/evict_schedule.h"
 #include "tests/test_util.h"

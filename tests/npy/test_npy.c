@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/npy.h"
+#include "io/formats/npy.h"
 #include "tests/test_util.h"
 
 static char temp_dir[] = "/tmp/md-npy-XXXXXX";

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/plot.h"
+#include "io/plot/plot.h"
 #include "tests/test_util.h"
 
 #define WINDOW 256.0

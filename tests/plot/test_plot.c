@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/plot.h"
+#include "io/plot/plot.h"
 #include "tests/plot/plot_test_util.h"
 #include "tests/test_util.h"
 

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/plot_internal.h"
+#include "io/plot/plot_internal.h"
 #include "tests/test_util.h"
 
 static void test_nice_numbers(void) {
@@ -163,7 +163,7 @@ static bool same_color(md_plot_rgb color, int r, int g, int b) {
 }
 
 static void test_palette(void) {
-  /* Okabe & Ito (2008) values, as documented in io/plot_style.c. */
+  /* Okabe & Ito (2008) values, as documented in io/plot/plot_style.c. */
   md_plot_rgb color;
   CHECK(md_plot_known_region_color("system", &color) && same_color(color, 0, 114, 178));
   CHECK(md_plot_known_region_color("plan", &color) && same_color(color, 204, 121, 167));

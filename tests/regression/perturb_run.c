@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "io/npy.h"
-#include "io/run_dir.h"
+#include "io/formats/npy.h"
+#include "io/formats/run_dir.h"
 
 static int perturb(const char *path, double eps, gsl_rng *rng, int clamp) {
   md_npy_array array;

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/npy.h"
+#include "io/formats/npy.h"
 
 static char *join(const char *dir, const char *name) {
   size_t size = strlen(dir) + strlen(name) + 2;

@@ -1,5 +1,5 @@
 /* Writes small collector run directories for the tests (the layout of
- * io/run_dir.h and the run contract): manifest.csv, attn/<id>.npy,
+ * io/formats/run_dir.h and the run contract): manifest.csv, attn/<id>.npy,
  * prefill/<id>.npy and run.json, all from in-memory episodes. The tests
  * then damage them on purpose with the helpers below. */
 #ifndef MD_TESTS_RUN_DIR_WRITER_H

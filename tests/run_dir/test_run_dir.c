@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/run_dir.h"
+#include "io/formats/run_dir.h"
 #include "tests/run_dir/run_dir_writer.h"
 #include "tests/test_util.h"
 

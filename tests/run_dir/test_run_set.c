@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/run_dir.h"
-#include "io/run_set.h"
+#include "io/formats/run_dir.h"
+#include "io/formats/run_set.h"
 #include "tests/run_dir/run_dir_writer.h"
 #include "tests/test_util.h"
 

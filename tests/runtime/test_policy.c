@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/config.h"
+#include "io/formats/config.h"
 #include "runtime/policy.h"
 #include "tests/test_util.h"
 

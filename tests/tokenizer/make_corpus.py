@@ -26,7 +26,7 @@ converted from code points to UTF-8 byte offsets and flattened [start0, end0, st
 (normalized) content for added tokens (see decode_reference).
 
 The strings only use characters assigned in Unicode 14 (the tables of the PCRE2 that the C
-tokenizer uses on Debian 12); see collector/tokenizer.h for why newer characters can differ.
+tokenizer uses on Debian 12); see collector/tokenizer/tokenizer.h for why newer characters can differ.
 Re-running the script gives byte-identical files (fixed seeds, sorted choices).
 """
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates collector/tokenizer_unicode9.h: the code points that utf8proc normalizes but the
+"""Generates collector/tokenizer/tokenizer_unicode9.h: the code points that utf8proc normalizes but the
 HF `tokenizers` NFC normalizer leaves alone.
 
     python3 tests/tokenizer/make_unicode9_table.py      (from the source root)

@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <utf8proc.h>
 
-#include "collector/tokenizer.h"
-#include "collector/tokenizer_internal.h"
+#include "collector/tokenizer/tokenizer.h"
+#include "collector/tokenizer/tokenizer_internal.h"
 #include "tests/test_util.h"
 
 static md_tokenizer *load_qwen(void) {

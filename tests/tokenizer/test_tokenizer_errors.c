@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 static char dir[] = "/tmp/md_tokenizer_errors.XXXXXX";

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/tokenizer.h"
+#include "collector/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 enum { MAX_REPORTS = 8 };

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/chat_template.h"
+#include "collector/tokenizer/chat_template.h"
 #include "tests/test_util.h"
 
 static const char *source_path(const char *relative) {

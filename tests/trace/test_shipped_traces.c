@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/chat_template.h"
+#include "collector/tokenizer/chat_template.h"
 #include "tests/test_util.h"
 
 static const char *const regions[] = {"system", "plan", "user", "tool_in", "tool_out", "retrieval", "scratchpad"};

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/trace.h"
+#include "io/formats/trace.h"
 #include "tests/test_util.h"
 
 static char tmp_dir[] = "/tmp/md-trace-XXXXXX";

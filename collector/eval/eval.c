@@ -1,0 +1,696 @@
+/* The eviction-probe evaluation (collector/eval/eval.h). Setup first (device,
+ * checkpoint, config, every episode read, tokenised and checked), then one
+ * run of a policy and budget over an episode, then the loop. */
+#include "collector/eval/eval.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "collector/tokenizer/chat_template.h"
+#include "collector/tokenizer/episode_tokens.h"
+#include "collector/model/model_dir.h"
+#include "collector/model/qwen2_forward.h"
+#include "collector/model/qwen2_model.h"
+#include "collector/tokenizer/tokenizer.h"
+#include "io/base/digest.h"
+#include "io/formats/trace.h"
+#include "kernels/device.h"
+
+const md_policy_kind md_eval_default_policies[] = {MD_POLICY_FULL,      MD_POLICY_RANDOM,
+                                                   MD_POLICY_STREAMING, MD_POLICY_H2O,
+                                                   MD_POLICY_MEMDECAY,  MD_POLICY_MEMDECAY_RAW};
+const size_t md_eval_default_policy_count =
+    sizeof md_eval_default_policies / sizeof md_eval_default_policies[0];
+
+enum { SINK_TOKENS = 4 };
+
+void md_eval_options_init(md_eval_options *o) {
+  memset(o, 0, sizeof *o);
+  o->device = "cpu";
+}
+
+/* A probe as prepared before the run: its prompt tokens and where its
+ * answer lies in the episode. */
+typedef struct prepared_probe {
+  int32_t *question;        /* the probe prompt's tokens */
+  size_t question_tokens;
+  int64_t *answer_positions; /* ascending prompt positions of the answer's tokens */
+  size_t n_answer_positions;
+} prepared_probe;
+
+/* A chunk of the prompt: positions [begin, end). */
+typedef struct chunk {
+  size_t begin, end;
+} chunk;
+
+typedef struct prepared_episode {
+  md_trace_episode trace;
+  md_episode_tokens tokens;
+  int *region_index;         /* [P + S] index into the config's regions */
+  chunk *chunks;
+  size_t n_chunks;
+  prepared_probe *probes;
+} prepared_episode;
+
+typedef struct eval_state {
+  const md_eval_options *options;
+  double started;
+  md_kernels *kernels;
+  md_qwen2_model *model;
+  const md_qwen2_config *config;
+  md_tokenizer *tokenizer;
+  md_policy_config policy_config;
+  bool have_policy_config;
+  int page_size;
+  int32_t im_end, end_of_text;
+  md_policy_kind policies[MD_EVAL_MAX_POLICIES];
+  size_t n_policies;
+  md_policy *policy[MD_EVAL_MAX_POLICIES];
+  prepared_episode *episodes;
+  size_t n_episodes, capacity_episodes, episodes_in_file, skipped;
+  size_t max_positions;      /* cache capacity needed: longest episode + probe + answer */
+  md_qwen2_forward *forward;
+  md_kbuf *received;
+  float *row;
+  md_collect_progress progress;
+  md_policy_kind run_kind[MD_EVAL_MAX_RUNS];
+  md_eval_results *results;
+} eval_state;
+
+/* ---- small helpers ------------------------------------------------------------------- */
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void report(eval_state *st, md_collect_event event, const char *id) {
+  if (!st->options->progress) return;
+  st->progress.event = event;
+  st->progress.episode_id = id;
+  st->progress.elapsed_seconds = now_seconds() - st->started;
+  st->options->progress(st->options->context, &st->progress);
+}
+
+static void warn(eval_state *st, const char *message) {
+  if (st->options->on_warning) st->options->on_warning(st->options->context, message);
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void on_model_warning(void *context, const char *message) { warn(context, message); }
+
+/* ---- options ------------------------------------------------------------------------- */
+
+static md_status check_options(eval_state *st, md_error *err) {
+  const md_eval_options *o = st->options;
+  if (!o->model_dir || !o->traces_path || !o->config_path)
+    return md_fail(err, MD_E_INVALID, "eval needs a model directory, a traces file and a config");
+  if (o->threads < 0) return md_fail(err, MD_E_INVALID, "thread count %d is negative", o->threads);
+  if (o->n_budgets > MD_EVAL_MAX_BUDGETS || o->n_policies > MD_EVAL_MAX_POLICIES)
+    return md_fail(err, MD_E_INVALID, "at most %d budgets and %d policies", MD_EVAL_MAX_BUDGETS,
+                   MD_EVAL_MAX_POLICIES);
+  for (size_t i = 0; i < o->n_budgets; i++)
+    if (!(o->budgets[i] > 0.0 && o->budgets[i] <= 1.0))
+      return md_fail(err, MD_E_INVALID, "budget %g is outside (0, 1]: a budget is a fraction of "
+                     "the episode's length", o->budgets[i]);
+  if (o->page_size < 0) return md_fail(err, MD_E_INVALID, "page size %d is negative", o->page_size);
+  /* full first, then the others in the order given, each once */
+  st->policies[st->n_policies++] = MD_POLICY_FULL;
+  const md_policy_kind *list = o->n_policies ? o->policies : md_eval_default_policies;
+  size_t n = o->n_policies ? o->n_policies : md_eval_default_policy_count;
+  for (size_t i = 0; i < n; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < st->n_policies; j++) seen |= st->policies[j] == list[i];
+    if (seen && list[i] != MD_POLICY_FULL)
+      return md_fail(err, MD_E_INVALID, "policy %s is listed twice", md_policy_kind_name(list[i]));
+    if (!seen) st->policies[st->n_policies++] = list[i];
+  }
+  return MD_OK;
+}
+
+/* ---- setup --------------------------------------------------------------------------- */
+
+static md_status open_inputs(eval_state *st, md_error *err) {
+  const md_eval_options *o = st->options;
+  md_status s = md_policy_config_load(o->config_path, &st->policy_config, err);
+  if (s != MD_OK) return s;
+  st->have_policy_config = true;
+  st->page_size = o->page_size > 0 ? o->page_size : st->policy_config.page_size;
+  if (st->page_size < 1)
+    return md_fail(err, MD_E_INVALID, "%s: policy.page_size %d is not positive", o->config_path,
+                   st->page_size);
+  md_model_dir opened;
+  if ((s = md_model_dir_open(o->model_dir, "eval", on_model_warning, st, &opened, err)) != MD_OK)
+    return s;
+  st->model = opened.model;
+  st->tokenizer = opened.tokenizer;
+  free(opened.tokenizer_path);
+  st->config = md_qwen2_model_config(st->model);
+  md_device_options device = {.device = o->device ? o->device : "cpu", .threads = o->threads,
+                              .exact_gemm = o->exact_gemm};
+  if ((s = md_device_open(&device, &st->kernels, err)) != MD_OK) return s;
+  st->im_end = md_tokenizer_added_id(st->tokenizer, "<|im_end|>");
+  st->end_of_text = md_tokenizer_added_id(st->tokenizer, "<|endoftext|>");
+  if (st->im_end < 0 || md_tokenizer_added_id(st->tokenizer, "<|im_start|>") < 0)
+    return md_fail(err, MD_E_UNSUPPORTED,
+                   "%s/tokenizer.json: no added tokens <|im_start|> and <|im_end|>: eval asks its "
+                   "probes as ChatML turns (Qwen2/Qwen2.5)", o->model_dir);
+  return MD_OK;
+}
+
+/* Fails with "FILE:LINE: episode \"ID\": " and the formatted reason. */
+static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
+                              const char *fmt, ...) {
+  char what[MD_ERROR_MESSAGE_MAX / 2];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  return md_fail(err, status, "%s:%zu: episode \"%s\": %s", ep->path, ep->line, ep->id, what);
+}
+
+/* The prompt's chunks: maximal runs of tokens from one message (span source). */
+static md_status make_chunks(prepared_episode *e, const md_trace_episode *ep, md_error *err) {
+  const md_episode_tokens *t = &e->tokens;
+  e->chunks = calloc(t->prompt_tokens, sizeof *e->chunks);
+  if (!e->chunks) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  size_t begin = 0;
+  for (size_t i = 1; i <= t->prompt_tokens; i++) {
+    bool boundary = i == t->prompt_tokens ||
+                    t->prompt.spans[t->spans[i]].source != t->prompt.spans[t->spans[i - 1]].source;
+    if (!boundary) continue;
+    e->chunks[e->n_chunks++] = (chunk){begin, i};
+    begin = i;
+  }
+  return MD_OK;
+}
+
+static bool word_byte(unsigned char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
+}
+
+/* The prompt positions of the answer's tokens: every token overlapping a
+ * case-insensitive whole-word occurrence of `answer` inside a run of spans
+ * of `region` (adjacent spans of one region are searched as one text). */
+static md_status locate_answer(const md_episode_tokens *t, const char *region, const char *answer,
+                               prepared_probe *p) {
+  const md_chat_prompt *pr = &t->prompt;
+  size_t alen = strlen(answer);
+  if (alen == 0) return MD_OK;
+  p->answer_positions = calloc(t->prompt_tokens, sizeof *p->answer_positions);
+  if (!p->answer_positions) return MD_E_NOMEM;
+  for (size_t sp = 0; sp < pr->n_spans;) {
+    if (strcmp(pr->spans[sp].region, region) != 0) {
+      sp++;
+      continue;
+    }
+    size_t run_begin = pr->spans[sp].start, run_end = pr->spans[sp].end;
+    while (sp + 1 < pr->n_spans && !strcmp(pr->spans[sp + 1].region, region))
+      run_end = pr->spans[++sp].end;
+    sp++;
+    for (size_t a = run_begin; a + alen <= run_end; a++) {
+      if (strncasecmp(pr->text + a, answer, alen) != 0) continue;
+      size_t b = a + alen;
+      if ((a > run_begin && word_byte((unsigned char)pr->text[a - 1]) &&
+           word_byte((unsigned char)answer[0])) ||
+          (b < run_end && word_byte((unsigned char)pr->text[b]) &&
+           word_byte((unsigned char)answer[alen - 1])))
+        continue;
+      for (size_t i = 0; i < t->prompt_tokens; i++) {
+        size_t start = t->starts[i];
+        size_t end = i + 1 < t->prompt_tokens ? t->starts[i + 1] : pr->length;
+        if (end < start) end = start;
+        bool overlaps = start < b && (end > a || (end == start && start >= a));
+        if (!overlaps) continue;
+        if (p->n_answer_positions && p->answer_positions[p->n_answer_positions - 1] >= (int64_t)i)
+          continue;
+        p->answer_positions[p->n_answer_positions++] = (int64_t)i;
+      }
+    }
+  }
+  return MD_OK;
+}
+
+static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_trace_episode *ep,
+                                md_error *err) {
+  e->probes = calloc(ep->n_probes, sizeof *e->probes);
+  if (!e->probes) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  md_tokens tokens = {0};
+  md_status s = MD_OK;
+  for (size_t i = 0; s == MD_OK && i < ep->n_probes; i++) {
+    const md_trace_probe *probe = &ep->probes[i];
+    bool in_prompt = false;
+    for (size_t k = 0; k < e->tokens.prompt_tokens && !in_prompt; k++)
+      in_prompt = !strcmp(e->tokens.regions[k], probe->region);
+    if (!in_prompt) {
+      s = episode_fail(err, MD_E_INVALID, ep,
+                       "probes[%zu].region: region \"%s\" does not occur in the episode's prompt, "
+                       "so its fact cannot be recalled", i, probe->region);
+      break;
+    }
+    static const char head[] = "<|im_end|>\n<|im_start|>user\n";
+    static const char tail[] = "<|im_end|>\n<|im_start|>assistant\n";
+    size_t qlen = strlen(probe->question);
+    char *text = malloc(sizeof head + qlen + sizeof tail);
+    if (!text) {
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+      break;
+    }
+    snprintf(text, sizeof head + qlen + sizeof tail, "%s%s%s", head, probe->question, tail);
+    md_tokens_clear(&tokens);
+    md_error inner;
+    s = md_tokenizer_encode(st->tokenizer, text, strlen(text), &tokens, &inner);
+    free(text);
+    if (s != MD_OK) {
+      s = episode_fail(err, s, ep, "probes[%zu].question: %.400s", i, inner.message);
+      break;
+    }
+    prepared_probe *p = &e->probes[i];
+    p->question = malloc(tokens.count * sizeof *p->question);
+    if (!p->question) {
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+      break;
+    }
+    memcpy(p->question, tokens.ids, tokens.count * sizeof *p->question);
+    p->question_tokens = tokens.count;
+    for (size_t k = 0; k < tokens.count; k++)
+      if (tokens.ids[k] >= st->config->vocab_size)
+        s = episode_fail(err, MD_E_INVALID, ep, "probes[%zu].question has a token outside the "
+                         "model's vocabulary", i);
+    if (s == MD_OK && locate_answer(&e->tokens, probe->region, probe->answer, p) != MD_OK)
+      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+    size_t needed = md_episode_positions(&e->tokens) + p->question_tokens +
+                    (st->options->max_answer_tokens ? st->options->max_answer_tokens
+                                                    : MD_EVAL_DEFAULT_ANSWER_TOKENS);
+    if (s == MD_OK && needed > (size_t)st->config->max_position_embeddings)
+      s = episode_fail(err, MD_E_INVALID, ep, "with probes[%zu] and its answer the episode needs "
+                       "%zu positions, more than the model's max_position_embeddings (%d)", i,
+                       needed, st->config->max_position_embeddings);
+    if (s == MD_OK && needed > st->max_positions) st->max_positions = needed;
+  }
+  md_tokens_free(&tokens);
+  return s;
+}
+
+/* Labels every position with its region's index in the config. */
+static md_status map_regions(eval_state *st, prepared_episode *e, const md_trace_episode *ep,
+                             md_error *err) {
+  size_t n = md_episode_positions(&e->tokens);
+  e->region_index = calloc(n, sizeof *e->region_index);
+  if (!e->region_index) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    int r = md_policy_config_region(&st->policy_config, e->tokens.regions[i]);
+    if (r < 0)
+      return episode_fail(err, MD_E_INVALID, ep,
+                          "region \"%s\" is not in %s: the config has no decay rate for it "
+                          "(calibrate on traces that use it, or relabel it)",
+                          e->tokens.regions[i], st->options->config_path);
+    e->region_index[i] = r;
+  }
+  return MD_OK;
+}
+
+static void free_prepared(prepared_episode *e) {
+  if (e->probes)
+    for (size_t i = 0; i < e->trace.n_probes; i++) {
+      free(e->probes[i].question);
+      free(e->probes[i].answer_positions);
+    }
+  free(e->probes);
+  free(e->chunks);
+  free(e->region_index);
+  md_episode_tokens_free(&e->tokens);
+  md_trace_episode_free(&e->trace);
+  memset(e, 0, sizeof *e);
+}
+
+static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *err) {
+  const md_trace_episode *ep = &e->trace;
+  if (ep->n_probes == 0)
+    return episode_fail(err, MD_E_INVALID, ep,
+                        "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))");
+  /* max_positions: a prompt that cannot fit is refused without tokenising it all. */
+  md_episode_tokens_options topt = {.vocab_size = (size_t)st->config->vocab_size,
+                                    .max_positions = (size_t)st->config->max_position_embeddings};
+  md_status s = md_episode_tokenize(st->tokenizer, ep, &topt, &e->tokens, err);
+  if (s != MD_OK) return s;
+  if (md_episode_generated(&e->tokens))
+    return episode_fail(err, MD_E_INVALID, ep,
+                        "no continuation text: eval feeds the episode's teacher-forced "
+                        "continuation before it asks the probes");
+  if ((s = md_trace_check_positions(ep, e->tokens.prompt_tokens, e->tokens.decode_steps,
+                                    (size_t)st->config->max_position_embeddings, err)) != MD_OK)
+    return s;
+  if ((s = map_regions(st, e, ep, err)) != MD_OK) return s;
+  if ((s = make_chunks(e, ep, err)) != MD_OK) return s;
+  return prepare_probes(st, e, ep, err);
+}
+
+static void on_trace_skip(void *context, const md_error *reason) {
+  eval_state *st = context;
+  st->skipped++;
+  warn(st, reason->message);
+}
+
+static md_status read_episodes(eval_state *st, md_error *err) {
+  const md_eval_options *o = st->options;
+  md_trace_options ro = {.skip_invalid = o->skip_invalid, .on_skip = on_trace_skip,
+                         .on_skip_context = st};
+  md_trace_reader *reader = NULL;
+  md_status s = md_trace_open(o->traces_path, &ro, &reader, err);
+  while (s == MD_OK && (!o->max_episodes || st->n_episodes < o->max_episodes)) {
+    if (st->n_episodes == st->capacity_episodes) {
+      size_t cap = st->capacity_episodes ? 2 * st->capacity_episodes : 16;
+      prepared_episode *grown = realloc(st->episodes, cap * sizeof *grown);
+      if (!grown) {
+        s = md_fail(err, MD_E_NOMEM, "out of memory");
+        break;
+      }
+      st->episodes = grown;
+      st->capacity_episodes = cap;
+    }
+    prepared_episode *e = &st->episodes[st->n_episodes];
+    memset(e, 0, sizeof *e);
+    bool have = false;
+    if ((s = md_trace_next(reader, &e->trace, &have, err)) != MD_OK || !have) break;
+    st->episodes_in_file++;
+    md_error reason;
+    s = prepare_episode(st, e, &reason);
+    if (s == MD_OK) {
+      st->n_episodes++;
+      continue;
+    }
+    if (s == MD_E_NOMEM || !o->skip_invalid) {
+      *err = reason;
+      free_prepared(e);
+      break;
+    }
+    st->skipped++;
+    warn(st, reason.message);
+    free_prepared(e);
+    s = MD_OK;
+  }
+  md_trace_close(reader);
+  if (s == MD_OK && st->n_episodes == 0)
+    s = md_fail(err, MD_E_INVALID, "%s: no episode to evaluate (%zu skipped)", o->traces_path,
+                st->skipped);
+  return s;
+}
+
+static md_status make_engine(eval_state *st, md_error *err) {
+  md_qwen2_forward_options fo = {.capacity = (int64_t)st->max_positions};
+  md_status s = md_qwen2_forward_new(st->config, md_qwen2_model_weights(st->model), st->kernels,
+                                     &fo, &st->forward, err);
+  if (s != MD_OK) return s;
+  md_kernels *k = st->kernels;
+  if ((s = k->ops->buf_new(k, st->max_positions, &st->received, err)) != MD_OK) return s;
+  st->row = malloc(st->max_positions * sizeof *st->row);
+  if (!st->row) return md_fail(err, MD_E_NOMEM, "out of memory");
+  for (size_t i = 0; i < st->n_policies; i++) {
+    md_policy_options po = {.kind = st->policies[i], .page_size = st->page_size,
+                            .seed = st->options->seed, .sink_tokens = SINK_TOKENS};
+    if ((s = md_policy_new(&st->policy_config, &po, &st->policy[i], err)) != MD_OK)
+      return md_error_prefix(err, "%s: policy %s", st->options->config_path,
+                             md_policy_kind_name(st->policies[i]));
+  }
+  return MD_OK;
+}
+
+/* ---- results skeleton ------------------------------------------------------------------ */
+
+static md_status init_results(eval_state *st, md_error *err) {
+  md_eval_results *r = st->results;
+  const md_eval_options *o = st->options;
+  char buf[256];
+  md_model_dir_name(o->model_dir, buf, sizeof buf);
+  char traces_sha[MD_SHA256_HEX], config_sha[MD_SHA256_HEX];
+  md_status s = md_sha256_file(o->traces_path, traces_sha, err);
+  if (s == MD_OK) s = md_sha256_file(o->config_path, config_sha, err);
+  if (s != MD_OK) return s;
+  r->model_path = strdup(o->model_dir);
+  r->model_name = strdup(buf);
+  r->model_config_sha256 = strdup(st->config->config_sha256);
+  r->traces_path = strdup(o->traces_path);
+  r->traces_sha256 = strdup(traces_sha);
+  r->config_path = strdup(o->config_path);
+  r->config_sha256 = strdup(config_sha);
+  const char *device = o->device ? o->device : "cpu";
+  snprintf(r->device, sizeof r->device, "%s", strcmp(device, "cuda") ? device : "cuda:0");
+  r->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+  r->page_size = st->page_size;
+  r->max_answer_tokens = o->max_answer_tokens ? o->max_answer_tokens : MD_EVAL_DEFAULT_ANSWER_TOKENS;
+  r->seed = o->seed;
+  r->sink_tokens = SINK_TOKENS;
+  static const double default_budgets[] = {0.25, 0.5};
+  const double *budgets = o->n_budgets ? o->budgets : default_budgets;
+  size_t n_budgets = o->n_budgets ? o->n_budgets : 2;
+  st->run_kind[r->n_runs] = MD_POLICY_FULL;
+  r->run_budget[r->n_runs++] = 1.0;
+  for (size_t p = 1; p < st->n_policies; p++)
+    for (size_t b = 0; b < n_budgets; b++) {
+      st->run_kind[r->n_runs] = st->policies[p];
+      r->run_budget[r->n_runs++] = budgets[b];
+    }
+  for (size_t run = 0; run < r->n_runs; run++)
+    snprintf(r->run_policy[run], sizeof r->run_policy[run], "%s",
+             md_policy_kind_name(st->run_kind[run]));
+  const md_policy_config *pc = &st->policy_config;
+  r->n_regions = pc->n_regions;
+  r->regions = calloc(pc->n_regions ? pc->n_regions : 1, sizeof *r->regions);
+  r->pinned = calloc(pc->n_regions ? pc->n_regions : 1, sizeof *r->pinned);
+  r->cells = calloc(r->n_runs * (pc->n_regions ? pc->n_regions : 1), sizeof *r->cells);
+  r->episodes = calloc(st->n_episodes, sizeof *r->episodes);
+  if (!r->model_path || !r->model_name || !r->model_config_sha256 || !r->traces_path ||
+      !r->traces_sha256 || !r->config_path || !r->config_sha256 || !r->regions || !r->pinned ||
+      !r->cells || !r->episodes)
+    return md_fail(err, MD_E_NOMEM, "out of memory");
+  for (size_t g = 0; g < pc->n_regions; g++) {
+    if (!(r->regions[g] = strdup(pc->regions[g].name))) return md_fail(err, MD_E_NOMEM, "out of memory");
+    r->pinned[g] = pc->regions[g].pinned;
+  }
+  r->episodes_skipped = st->skipped;
+  for (size_t i = 0; i < st->n_episodes; i++) {
+    const prepared_episode *e = &st->episodes[i];
+    md_eval_episode *out = &r->episodes[r->n_episodes++];
+    out->id = strdup(e->trace.id);
+    out->line = e->trace.line;
+    out->prompt_tokens = e->tokens.prompt_tokens;
+    out->continuation_tokens = e->tokens.decode_steps;
+    out->chunks = e->n_chunks;
+    size_t total = md_episode_positions(&e->tokens);
+    out->pages = (int64_t)((total + (size_t)st->page_size - 1) / (size_t)st->page_size);
+    out->n_probes = e->trace.n_probes;
+    out->probes = calloc(out->n_probes, sizeof *out->probes);
+    out->runs = calloc(r->n_runs, sizeof *out->runs);
+    if (!out->id || !out->probes || !out->runs) return md_fail(err, MD_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < out->n_probes; k++) {
+      const md_trace_probe *p = &e->trace.probes[k];
+      out->probes[k].region = dup_or_null(p->region);
+      out->probes[k].question = dup_or_null(p->question);
+      out->probes[k].answer = dup_or_null(p->answer);
+      if (!out->probes[k].region || !out->probes[k].question || !out->probes[k].answer)
+        return md_fail(err, MD_E_NOMEM, "out of memory");
+    }
+    for (size_t run = 0; run < r->n_runs; run++) {
+      out->runs[run].probes = calloc(out->n_probes, sizeof *out->runs[run].probes);
+      if (!out->runs[run].probes) return md_fail(err, MD_E_NOMEM, "out of memory");
+    }
+    st->progress.prompt_tokens_total += (uint64_t)(e->tokens.prompt_tokens * r->n_runs);
+    st->progress.decode_steps_total += (uint64_t)(e->tokens.decode_steps * r->n_runs);
+  }
+  st->progress.episodes_total = st->n_episodes;
+  return MD_OK;
+}
+
+/* ---- one run --------------------------------------------------------------------------- */
+
+static md_policy *policy_of(eval_state *st, md_policy_kind kind) {
+  for (size_t i = 0; i < st->n_policies; i++)
+    if (st->policies[i] == kind) return st->policy[i];
+  return NULL;
+}
+
+/* Appends positions [begin, end) to the policy and the engine (one chunk, or
+ * one decode step), with the capture on; updates the policy with the
+ * attention the chunk's queries paid; then evicts down to the budget. */
+static md_status feed(eval_state *st, md_policy *policy, const prepared_episode *e, size_t begin,
+                      size_t end, md_eval_run *run, md_error *err) {
+  md_kernels *k = st->kernels;
+  int64_t n = (int64_t)(end - begin);
+  md_status s = MD_OK;
+  for (size_t i = begin; s == MD_OK && i < end; i++)
+    s = md_policy_append(policy, (int64_t)i, e->region_index[i], err);
+  if (s != MD_OK) return s;
+  int64_t cached = md_qwen2_cached(st->forward) + n;
+  k->ops->buf_zero(k, st->received, 0, (size_t)cached);
+  md_qwen2_capture capture = {.received = st->received, .layer_begin = 0,
+                              .layer_end = st->config->num_hidden_layers,
+                              .heads = MD_CAPTURE_HEADS_MEAN};
+  if ((s = md_qwen2_set_capture(st->forward, &capture, err)) != MD_OK) return s;
+  if ((s = md_qwen2_feed(st->forward, e->tokens.ids + begin, n, err)) != MD_OK) return s;
+  if ((s = k->ops->buf_read(k, st->received, 0, (size_t)cached, st->row, err)) != MD_OK) return s;
+  if (cached > run->max_cached) run->max_cached = cached;
+  if ((s = md_policy_observe(policy, st->row, cached, n, err)) != MD_OK) return s;
+  const int64_t *evict = NULL;
+  int64_t n_evict = 0;
+  if ((s = md_policy_evict(policy, run->budget_pages, &evict, &n_evict, err)) != MD_OK) return s;
+  if (n_evict > 0 && (s = md_qwen2_evict(st->forward, evict, n_evict, err)) != MD_OK) return s;
+  run->evicted += n_evict;
+  int64_t after = md_qwen2_cached(st->forward);
+  if (after > run->max_cached_after_eviction) run->max_cached_after_eviction = after;
+  return MD_OK;
+}
+
+static int compare_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool is_cached(const int64_t *sorted, int64_t n, int64_t position) {
+  return bsearch(&position, sorted, (size_t)n, sizeof *sorted, compare_i64) != NULL;
+}
+
+/* Asks probe `index` from the current cache state and rolls back. */
+static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t index,
+                           md_eval_probe *out, md_error *err) {
+  const prepared_probe *p = &e->probes[index];
+  const md_trace_probe *tp = &e->trace.probes[index];
+  const md_eval_results *r = st->results;
+  md_qwen2_forward *fw = st->forward;
+  /* the cached positions, ascending (qwen2_forward.h) */
+  int64_t cached = md_qwen2_cached(fw);
+  const int64_t *positions = md_qwen2_slot_positions(fw);
+  out->index = index;
+  out->answer_in_region = p->n_answer_positions > 0;
+  out->answer_tokens = p->n_answer_positions;
+  for (size_t i = 0; i < p->n_answer_positions; i++)
+    out->answer_kept += is_cached(positions, cached, p->answer_positions[i]);
+  md_qwen2_mark mark = md_qwen2_mark_get(fw);
+  md_status s = md_qwen2_prefill(fw, p->question, (int64_t)p->question_tokens, NULL, err);
+  int32_t *answer = malloc((r->max_answer_tokens + 1) * sizeof *answer);
+  size_t n = 0;
+  if (!answer && s == MD_OK) s = md_fail(err, MD_E_NOMEM, "out of memory");
+  while (s == MD_OK && n < r->max_answer_tokens) {
+    int32_t next = 0;
+    if ((s = md_qwen2_greedy(fw, &next, err)) != MD_OK) break;
+    if (next == st->im_end || (st->end_of_text >= 0 && next == st->end_of_text)) break;
+    answer[n++] = next;
+    if (n < r->max_answer_tokens) s = md_qwen2_decode(fw, next, err);
+  }
+  char *text = NULL;
+  size_t length = 0;
+  if (s == MD_OK) s = md_tokenizer_decode(st->tokenizer, answer, n, true, &text, &length, err);
+  free(answer);
+  if (s == MD_OK) {
+    out->output = text;
+    out->correct = md_eval_answer_matches(tp->answer, text, length);
+  }
+  md_error inner;
+  md_status rs = md_qwen2_rollback(fw, &mark, &inner);
+  if (s == MD_OK && rs != MD_OK) {
+    *err = inner;
+    s = rs;
+  }
+  return s;
+}
+
+static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_error *err) {
+  const prepared_episode *e = &st->episodes[episode];
+  md_eval_results *r = st->results;
+  md_eval_episode *re = &r->episodes[episode];
+  md_eval_run *run = &re->runs[run_index];
+  md_policy_kind kind = st->run_kind[run_index];
+  int64_t budget = (int64_t)ceil(r->run_budget[run_index] * (double)re->pages - 1e-9);
+  if (budget < 1) budget = 1;
+  run->budget_pages = kind == MD_POLICY_FULL ? re->pages : budget;
+  md_policy *policy = policy_of(st, kind);
+  md_policy_reset(policy, st->options->seed + (uint64_t)episode);
+  md_qwen2_reset(st->forward);
+  md_status s = MD_OK;
+  double t0 = now_seconds();
+  for (size_t c = 0; s == MD_OK && c < e->n_chunks; c++)
+    s = feed(st, policy, e, e->chunks[c].begin, e->chunks[c].end, run, err);
+  st->progress.prefill_seconds += now_seconds() - t0;
+  st->progress.prompt_tokens_done += e->tokens.prompt_tokens;
+  t0 = now_seconds();
+  size_t P = e->tokens.prompt_tokens, total = md_episode_positions(&e->tokens);
+  for (size_t i = P; s == MD_OK && i < total; i++) s = feed(st, policy, e, i, i + 1, run, err);
+  st->progress.decode_seconds += now_seconds() - t0;
+  st->progress.decode_steps_done += e->tokens.decode_steps;
+  if (s == MD_OK) {
+    md_qwen2_set_capture(st->forward, NULL, NULL);
+    run->final_cached = md_qwen2_cached(st->forward);
+  }
+  for (size_t k = 0; s == MD_OK && k < e->trace.n_probes; k++) {
+    md_eval_probe *out = &run->probes[k];
+    s = ask_probe(st, e, k, out, err);
+    if (s != MD_OK) break;
+    out->region = re->probes[k].region;
+    int g = md_policy_config_region(&st->policy_config, out->region);
+    if (g < 0) continue; /* cannot happen: checked in prepare_probes via the prompt's regions */
+    md_eval_cell *cell = md_eval_cell_at(r, run_index, (size_t)g);
+    cell->total++;
+    cell->recalled += out->correct;
+    cell->flagged += !out->answer_in_region;
+    cell->answer_tokens += out->answer_tokens;
+    cell->answer_kept += out->answer_kept;
+  }
+  if (s != MD_OK)
+    return md_error_prefix(err, "%s:%zu: episode \"%s\", policy %s", e->trace.path, e->trace.line,
+                           e->trace.id, md_policy_kind_name(kind));
+  return MD_OK;
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+static void free_state(eval_state *st) {
+  for (size_t i = 0; i < st->n_episodes; i++) free_prepared(&st->episodes[i]);
+  free(st->episodes);
+  for (size_t i = 0; i < st->n_policies; i++) md_policy_free(st->policy[i]);
+  if (st->kernels && st->received) st->kernels->ops->buf_free(st->kernels, st->received);
+  md_qwen2_forward_free(st->forward);
+  free(st->row);
+  if (st->have_policy_config) md_policy_config_free(&st->policy_config);
+  md_tokenizer_free(st->tokenizer);
+  md_qwen2_model_close(st->model);
+  md_kernels_free(st->kernels);
+}
+
+md_status md_eval(const md_eval_options *options, md_eval_results *results, md_error *err) {
+  memset(results, 0, sizeof *results);
+  eval_state st = {.options = options, .started = now_seconds(), .results = results};
+  md_status s = check_options(&st, err);
+  if (s == MD_OK) s = open_inputs(&st, err);
+  if (s == MD_OK) s = read_episodes(&st, err);
+  if (s == MD_OK) s = make_engine(&st, err);
+  if (s == MD_OK) s = init_results(&st, err);
+  if (s == MD_OK) report(&st, MD_COLLECT_START, NULL);
+  for (size_t e = 0; s == MD_OK && e < st.n_episodes; e++) {
+    report(&st, MD_COLLECT_EPISODE_BEGIN, st.episodes[e].trace.id);
+    for (size_t run = 0; s == MD_OK && run < results->n_runs; run++) {
+      s = run_once(&st, e, run, err);
+      if (s == MD_OK) report(&st, MD_COLLECT_STEP, st.episodes[e].trace.id);
+    }
+    if (s == MD_OK) {
+      st.progress.episodes_done++;
+      report(&st, MD_COLLECT_EPISODE_DONE, st.episodes[e].trace.id);
+    }
+  }
+  if (s == MD_OK) {
+    results->seconds = now_seconds() - st.started;
+    report(&st, MD_COLLECT_FINISH, NULL);
+  }
+  free_state(&st);
+  if (s != MD_OK) md_eval_results_free(results);
+  return s;
+}

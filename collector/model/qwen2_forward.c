@@ -1,0 +1,518 @@
+/* The Qwen2 forward pass, read top to bottom (llama2.c style): flat structs,
+ * one small function per step of a layer. HF's modeling_qwen2.py is the
+ * reference; DESIGN.md section 6 lists what differs from Llama (q/k/v
+ * biases, NeoX RoPE, GQA). */
+#include "collector/model/qwen2_forward.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MD_DEFAULT_MAX_BATCH 1024
+#define MD_MAX_HEAD_DIM 1024 /* the CPU RoPE keeps half a head on the stack */
+
+typedef struct layer_weights {
+  md_kweight *input_norm;       /* [hidden] */
+  md_kweight *q, *q_bias;       /* [n_heads*hd, hidden], [n_heads*hd] */
+  md_kweight *k, *k_bias;       /* [n_kv*hd, hidden], [n_kv*hd] */
+  md_kweight *v, *v_bias;       /* [n_kv*hd, hidden], [n_kv*hd] */
+  md_kweight *o;                /* [hidden, n_heads*hd] */
+  md_kweight *post_norm;        /* [hidden] */
+  md_kweight *gate, *up;        /* [intermediate, hidden] */
+  md_kweight *down;             /* [hidden, intermediate] */
+} layer_weights;
+
+struct md_qwen2_forward {
+  md_qwen2_config config;
+  md_kernels *k;
+  /* weights, prepared for the back end */
+  md_kweight *embed;            /* [vocab, hidden] */
+  layer_weights *layers;        /* [n_layers] */
+  md_kweight *norm;             /* [hidden] */
+  md_kweight *lm_head;          /* [vocab, hidden] */
+  /* run state; "batch" = max_batch rows */
+  md_kbuf *x;                   /* [batch, hidden] residual stream */
+  md_kbuf *xb;                  /* [batch, hidden] normed input / block output */
+  md_kbuf *q;                   /* [batch, n_heads*hd] queries */
+  md_kbuf *key, *value;         /* [batch, n_kv*hd] new keys and values */
+  md_kbuf *att;                 /* [batch, n_heads*hd] attention output */
+  md_kbuf *gate, *up;           /* [batch, intermediate] */
+  md_kbuf *logits;              /* [vocab] of the last token run */
+  md_kbuf **cache;              /* [n_layers] each [2][n_kv][capacity][hd] */
+  int64_t capacity, max_batch;
+  /* The sequence: pos is the RoPE position of the next token (tokens
+   * appended so far), len the cache slots in use; slot s holds the token of
+   * original position slot_pos[s] (ascending). Until the first eviction
+   * len == pos and slot_pos[s] == s. */
+  int64_t pos, len;
+  int64_t *slot_pos;            /* [capacity] */
+  int64_t *keep;                /* [capacity] eviction scratch: slots kept */
+  unsigned char *dropped;       /* [capacity] eviction scratch: slot marks */
+  bool have_logits;
+  md_attn_hook hook;            /* on_row NULL: nobody listens */
+  md_qwen2_capture capture;     /* received NULL: no capture */
+};
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static md_status check_shape(const md_tensor *t, int ndim, int64_t d0, int64_t d1, md_error *err) {
+  bool ok = t->data != NULL && t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || t->shape[1] == d1);
+  if (ok) return MD_OK;
+  if (ndim == 1)
+    return md_fail(err, MD_E_INVALID, "tensor '%s': expected shape [%lld]", t->name ? t->name : "?",
+                   (long long)d0);
+  return md_fail(err, MD_E_INVALID, "tensor '%s': expected shape [%lld, %lld]",
+                 t->name ? t->name : "?", (long long)d0, (long long)d1);
+}
+
+static md_status prepare(md_qwen2_forward *fw, const md_tensor *t, int ndim, int64_t d0, int64_t d1,
+                         md_kweight **w, md_error *err) {
+  md_status status = check_shape(t, ndim, d0, d1, err);
+  if (status != MD_OK) return status;
+  return fw->k->ops->weight_new(fw->k, t, w, err);
+}
+
+static md_status prepare_layer(md_qwen2_forward *fw, const md_qwen2_layer *src, layer_weights *w,
+                               md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  int64_t hidden = c->hidden_size, q_dim = (int64_t)c->num_attention_heads * c->head_dim;
+  int64_t kv_dim = (int64_t)c->num_key_value_heads * c->head_dim, inter = c->intermediate_size;
+  md_status s;
+  if ((s = prepare(fw, &src->input_layernorm, 1, hidden, 0, &w->input_norm, err)) ||
+      (s = prepare(fw, &src->q_proj, 2, q_dim, hidden, &w->q, err)) ||
+      (s = prepare(fw, &src->q_bias, 1, q_dim, 0, &w->q_bias, err)) ||
+      (s = prepare(fw, &src->k_proj, 2, kv_dim, hidden, &w->k, err)) ||
+      (s = prepare(fw, &src->k_bias, 1, kv_dim, 0, &w->k_bias, err)) ||
+      (s = prepare(fw, &src->v_proj, 2, kv_dim, hidden, &w->v, err)) ||
+      (s = prepare(fw, &src->v_bias, 1, kv_dim, 0, &w->v_bias, err)) ||
+      (s = prepare(fw, &src->o_proj, 2, hidden, q_dim, &w->o, err)) ||
+      (s = prepare(fw, &src->post_attention_layernorm, 1, hidden, 0, &w->post_norm, err)) ||
+      (s = prepare(fw, &src->gate_proj, 2, inter, hidden, &w->gate, err)) ||
+      (s = prepare(fw, &src->up_proj, 2, inter, hidden, &w->up, err)) ||
+      (s = prepare(fw, &src->down_proj, 2, hidden, inter, &w->down, err)))
+    return s;
+  return MD_OK;
+}
+
+static md_status check_config(const md_qwen2_config *c, md_error *err) {
+  if (c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_hidden_layers <= 0 ||
+      c->num_attention_heads <= 0 || c->num_key_value_heads <= 0 || c->vocab_size <= 0 ||
+      c->max_position_embeddings <= 0)
+    return md_fail(err, MD_E_INVALID, "qwen2 config: sizes must be positive");
+  if (c->num_attention_heads % c->num_key_value_heads != 0)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 config: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                   c->num_attention_heads, c->num_key_value_heads);
+  if (c->head_dim <= 0 || c->head_dim % 2 != 0 || c->head_dim > MD_MAX_HEAD_DIM)
+    return md_fail(err, MD_E_UNSUPPORTED, "qwen2 config: head_dim %d must be even and at most %d",
+                   c->head_dim, MD_MAX_HEAD_DIM);
+  if (!(c->rope_theta > 0.0) || !(c->rms_norm_eps > 0.0))
+    return md_fail(err, MD_E_INVALID, "qwen2 config: rope_theta and rms_norm_eps must be positive");
+  return MD_OK;
+}
+
+static md_status prepare_weights(md_qwen2_forward *fw, const md_qwen2_weights *src, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  md_status s;
+  if ((s = prepare(fw, &src->embed_tokens, 2, c->vocab_size, c->hidden_size, &fw->embed, err)) ||
+      (s = prepare(fw, &src->norm, 1, c->hidden_size, 0, &fw->norm, err)) ||
+      (s = prepare(fw, &src->lm_head, 2, c->vocab_size, c->hidden_size, &fw->lm_head, err)))
+    return s;
+  fw->layers = calloc((size_t)c->num_hidden_layers, sizeof *fw->layers);
+  if (!fw->layers) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  for (int l = 0; l < c->num_hidden_layers; l++)
+    if ((s = prepare_layer(fw, &src->layers[l], &fw->layers[l], err)) != MD_OK) return s;
+  return MD_OK;
+}
+
+static md_status alloc_state(md_qwen2_forward *fw, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  size_t batch = (size_t)fw->max_batch, hidden = (size_t)c->hidden_size;
+  size_t q_dim = (size_t)c->num_attention_heads * (size_t)c->head_dim;
+  size_t kv_dim = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
+  size_t inter = (size_t)c->intermediate_size;
+  md_kernels *k = fw->k;
+  md_status s;
+  if ((s = k->ops->buf_new(k, batch * hidden, &fw->x, err)) ||
+      (s = k->ops->buf_new(k, batch * hidden, &fw->xb, err)) ||
+      (s = k->ops->buf_new(k, batch * q_dim, &fw->q, err)) ||
+      (s = k->ops->buf_new(k, batch * kv_dim, &fw->key, err)) ||
+      (s = k->ops->buf_new(k, batch * kv_dim, &fw->value, err)) ||
+      (s = k->ops->buf_new(k, batch * q_dim, &fw->att, err)) ||
+      (s = k->ops->buf_new(k, batch * inter, &fw->gate, err)) ||
+      (s = k->ops->buf_new(k, batch * inter, &fw->up, err)) ||
+      (s = k->ops->buf_new(k, (size_t)c->vocab_size, &fw->logits, err)))
+    return s;
+  fw->cache = calloc((size_t)c->num_hidden_layers, sizeof *fw->cache);
+  fw->slot_pos = malloc((size_t)fw->capacity * sizeof *fw->slot_pos);
+  fw->keep = malloc((size_t)fw->capacity * sizeof *fw->keep);
+  fw->dropped = calloc((size_t)fw->capacity, 1);
+  if (!fw->cache || !fw->slot_pos || !fw->keep || !fw->dropped)
+    return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  for (int l = 0; l < c->num_hidden_layers; l++)
+    if ((s = k->ops->buf_new(k, 2 * kv_dim * (size_t)fw->capacity, &fw->cache[l], err)) != MD_OK)
+      return md_error_prefix(err, "KV cache of %lld positions", (long long)fw->capacity);
+  return MD_OK;
+}
+
+md_status md_qwen2_forward_new(const md_qwen2_config *config, const md_qwen2_weights *weights,
+                               md_kernels *kernels, const md_qwen2_forward_options *options,
+                               md_qwen2_forward **forward, md_error *err) {
+  *forward = NULL;
+  md_status s = check_config(config, err);
+  if (s != MD_OK) return s;
+  int64_t capacity = options && options->capacity ? options->capacity : config->max_position_embeddings;
+  int64_t max_batch = options && options->max_batch ? options->max_batch : MD_DEFAULT_MAX_BATCH;
+  if (capacity < 1 || capacity > config->max_position_embeddings || max_batch < 1)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: capacity %lld must be in [1, max_position_embeddings = %d] and "
+                   "max_batch %lld positive",
+                   (long long)capacity, config->max_position_embeddings, (long long)max_batch);
+  md_qwen2_forward *fw = calloc(1, sizeof *fw);
+  if (!fw) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  fw->config = *config;
+  fw->k = kernels;
+  fw->capacity = capacity;
+  fw->max_batch = max_batch < capacity ? max_batch : capacity;
+  if ((s = prepare_weights(fw, weights, err)) != MD_OK || (s = alloc_state(fw, err)) != MD_OK) {
+    md_qwen2_forward_free(fw);
+    return s;
+  }
+  *forward = fw;
+  return MD_OK;
+}
+
+static void free_layer(md_kernels *k, layer_weights *w) {
+  md_kweight *all[] = {w->input_norm, w->q, w->q_bias, w->k, w->k_bias, w->v, w->v_bias,
+                       w->o, w->post_norm, w->gate, w->up, w->down};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) k->ops->weight_free(k, all[i]);
+}
+
+void md_qwen2_forward_free(md_qwen2_forward *fw) {
+  if (!fw) return;
+  md_kernels *k = fw->k;
+  for (int l = 0; fw->layers && l < fw->config.num_hidden_layers; l++) free_layer(k, &fw->layers[l]);
+  free(fw->layers);
+  k->ops->weight_free(k, fw->embed);
+  k->ops->weight_free(k, fw->norm);
+  k->ops->weight_free(k, fw->lm_head);
+  md_kbuf *bufs[] = {fw->x, fw->xb, fw->q, fw->key, fw->value, fw->att, fw->gate, fw->up, fw->logits};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->buf_free(k, bufs[i]);
+  for (int l = 0; fw->cache && l < fw->config.num_hidden_layers; l++) k->ops->buf_free(k, fw->cache[l]);
+  free(fw->cache);
+  free(fw->slot_pos);
+  free(fw->keep);
+  free(fw->dropped);
+  free(fw);
+}
+
+/* ---- one layer ---------------------------------------------------------------- */
+
+/* x += o_proj(attention(rope(q, k), v)) of rmsnorm(x), for n rows at
+ * positions pos.. (RoPE) stored in slots len.. (cache, attention, capture
+ * and hook: slot coordinates; the cache holds only kept tokens, in order,
+ * so "causal" over slots is causal over the kept positions). */
+static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
+  const md_qwen2_config *c = &fw->config;
+  const layer_weights *w = &fw->layers[l];
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  md_attn_shape shape = {.layer = l, .n_heads = c->num_attention_heads,
+                         .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
+                         .capacity = fw->capacity};
+  op->rmsnorm(k, fw->xb, fw->x, w->input_norm, n, (float)c->rms_norm_eps);
+  op->matmul(k, fw->q, fw->xb, w->q, w->q_bias, n);
+  op->matmul(k, fw->key, fw->xb, w->k, w->k_bias, n);
+  op->matmul(k, fw->value, fw->xb, w->v, w->v_bias, n);
+  op->rope(k, fw->q, fw->key, n, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+           fw->pos, c->rope_theta);
+  op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->len, n);
+  const md_qwen2_capture *cap = &fw->capture;
+  bool captured = cap->received && l >= cap->layer_begin && l < cap->layer_end;
+  md_attn_capture layer_capture = {
+      .received = cap->received, .heads = cap->heads,
+      .weight = captured ? 1.0f / (float)(cap->layer_end - cap->layer_begin) : 0.0f};
+  op->attention(k, fw->att, fw->q, fw->cache[l], &shape, fw->len, n,
+                fw->hook.on_row ? &fw->hook : NULL, captured ? &layer_capture : NULL);
+  op->matmul(k, fw->xb, fw->att, w->o, NULL, n);
+  op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
+}
+
+/* x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x). */
+static void mlp_block(md_qwen2_forward *fw, int l, int64_t n) {
+  const md_qwen2_config *c = &fw->config;
+  const layer_weights *w = &fw->layers[l];
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  op->rmsnorm(k, fw->xb, fw->x, w->post_norm, n, (float)c->rms_norm_eps);
+  op->matmul(k, fw->gate, fw->xb, w->gate, NULL, n);
+  op->matmul(k, fw->up, fw->xb, w->up, NULL, n);
+  op->swiglu(k, fw->gate, fw->up, (size_t)n * (size_t)c->intermediate_size);
+  op->matmul(k, fw->xb, fw->gate, w->down, NULL, n);
+  op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
+}
+
+/* ---- prefill and decode --------------------------------------------------------- */
+
+static md_status check_tokens(const md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
+                              md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  if (n < 1) return md_fail(err, MD_E_INVALID, "qwen2 forward: empty token sequence");
+  if (fw->pos + n > c->max_position_embeddings)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: %lld tokens after %lld reach position %lld, beyond the model's "
+                   "max_position_embeddings (%d positions)",
+                   (long long)n, (long long)fw->pos, (long long)(fw->pos + n - 1),
+                   c->max_position_embeddings);
+  if (fw->len + n > fw->capacity)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: %lld tokens after %lld exceed the KV cache's capacity of %lld",
+                   (long long)n, (long long)fw->len, (long long)fw->capacity);
+  for (int64_t i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+      return md_fail(err, MD_E_INVALID,
+                     "qwen2 forward: token %lld has id %d, outside the vocabulary [0, %d)",
+                     (long long)i, (int)tokens[i], c->vocab_size);
+  return MD_OK;
+}
+
+/* Runs one chunk of at most max_batch tokens through every layer. */
+static void forward_chunk(md_qwen2_forward *fw, const int32_t *tokens, int64_t n) {
+  fw->k->ops->embed(fw->k, fw->x, fw->embed, tokens, n);
+  for (int l = 0; l < fw->config.num_hidden_layers; l++) {
+    attention_block(fw, l, n);
+    mlp_block(fw, l, n);
+  }
+}
+
+/* Logits of every row of the chunk into all_logits, or, without it, of the
+ * last row only when this is the last chunk (a vocab-sized matvec saved). */
+static md_status chunk_logits(md_qwen2_forward *fw, int64_t n, float *all_logits, bool last_chunk,
+                              bool step, md_error *err) {
+  md_kernels *k = fw->k;
+  size_t vocab = (size_t)fw->config.vocab_size;
+  float eps = (float)fw->config.rms_norm_eps;
+  int64_t first_row = all_logits ? 0 : last_chunk ? n - 1 : n;
+  for (int64_t row = first_row; row < n; row++) {
+    k->ops->logits(k, fw->logits, fw->x, row, fw->norm, fw->lm_head, eps);
+    if (all_logits) {
+      md_status s = k->ops->buf_read(k, fw->logits, 0, vocab, all_logits + (size_t)row * vocab, err);
+      if (s != MD_OK) return s;
+    }
+  }
+  if (step) k->ops->step_end(k);
+  /* Without logits (teacher-forced steps) nothing here needs the device to
+   * finish: a device back end keeps queueing the next step while the
+   * capture row is copied back (kernels.h, buf_read_start), and a deferred
+   * failure surfaces at the next read, sync or argmax. */
+  if (first_row >= n) return MD_OK;
+  return k->ops->sync(k, err);
+}
+
+/* Runs the tokens chunk by chunk; logits: all rows into all_logits, or the
+ * last token's only (want_last), or none. */
+static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
+                            float *all_logits, bool want_last, md_error *err) {
+  md_status s = check_tokens(fw, tokens, n, err);
+  if (s != MD_OK) return s;
+  size_t vocab = (size_t)fw->config.vocab_size;
+  fw->have_logits = false;
+  for (int64_t done = 0; done < n;) {
+    int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
+    /* A one-token step is bracketed for back ends that record and replay
+     * steps (kernels.h, step_begin), whose contract has one position for
+     * rope, kv_store and attention: only while no eviction has separated
+     * the slot from the position (len == pos). */
+    bool step = n == 1 && !all_logits && fw->len == fw->pos && fw->k->ops->step_begin &&
+                fw->k->ops->step_end;
+    if (step) fw->k->ops->step_begin(fw->k, fw->pos);
+    forward_chunk(fw, tokens + done, chunk);
+    s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
+                     want_last && done + chunk == n, step, err);
+    if (s != MD_OK) return s;
+    for (int64_t i = 0; i < chunk; i++) fw->slot_pos[fw->len + i] = fw->pos + i;
+    fw->pos += chunk;
+    fw->len += chunk;
+    done += chunk;
+  }
+  fw->have_logits = want_last || all_logits;
+  return MD_OK;
+}
+
+md_status md_qwen2_prefill(md_qwen2_forward *fw, const int32_t *tokens, int64_t n,
+                           float *all_logits, md_error *err) {
+  return run_tokens(fw, tokens, n, all_logits, true, err);
+}
+
+md_status md_qwen2_feed(md_qwen2_forward *fw, const int32_t *tokens, int64_t n, md_error *err) {
+  return run_tokens(fw, tokens, n, NULL, false, err);
+}
+
+md_status md_qwen2_decode(md_qwen2_forward *fw, int32_t token, md_error *err) {
+  return md_qwen2_prefill(fw, &token, 1, NULL, err);
+}
+
+md_status md_qwen2_logits(md_qwen2_forward *fw, float *logits, md_error *err) {
+  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
+  return fw->k->ops->buf_read(fw->k, fw->logits, 0, (size_t)fw->config.vocab_size, logits, err);
+}
+
+md_status md_qwen2_greedy(md_qwen2_forward *fw, int32_t *token, md_error *err) {
+  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
+  int64_t index = 0;
+  md_status s = fw->k->ops->argmax(fw->k, fw->logits, (size_t)fw->config.vocab_size, &index, err);
+  if (s == MD_OK) *token = (int32_t)index;
+  return s;
+}
+
+int64_t md_qwen2_position(const md_qwen2_forward *fw) { return fw->pos; }
+int64_t md_qwen2_capacity(const md_qwen2_forward *fw) { return fw->capacity; }
+
+void md_qwen2_reset(md_qwen2_forward *fw) {
+  fw->pos = 0;
+  fw->len = 0;
+  fw->have_logits = false;
+}
+
+md_status md_qwen2_set_capture(md_qwen2_forward *fw, const md_qwen2_capture *capture,
+                               md_error *err) {
+  if (!capture || !capture->received) {
+    memset(&fw->capture, 0, sizeof fw->capture);
+    return MD_OK;
+  }
+  int layers = fw->config.num_hidden_layers;
+  if (capture->layer_begin < 0 || capture->layer_end > layers ||
+      capture->layer_begin >= capture->layer_end)
+    return md_fail(err, MD_E_INVALID,
+                   "layer range %d:%d is empty or outside the model's %d layers (0:%d)",
+                   capture->layer_begin, capture->layer_end, layers, layers);
+  if (capture->heads != MD_CAPTURE_HEADS_MEAN && capture->heads != MD_CAPTURE_HEADS_MAX)
+    return md_fail(err, MD_E_INVALID, "unknown head aggregation %d", (int)capture->heads);
+  fw->capture = *capture;
+  return MD_OK;
+}
+
+void md_qwen2_set_attn_hook(md_qwen2_forward *fw, const md_attn_hook *hook) {
+  if (hook) fw->hook = *hook;
+  else memset(&fw->hook, 0, sizeof fw->hook);
+}
+
+/* ---- eviction and rollback -------------------------------------------------------- */
+
+int64_t md_qwen2_cached(const md_qwen2_forward *fw) { return fw->len; }
+
+const int64_t *md_qwen2_slot_positions(const md_qwen2_forward *fw) { return fw->slot_pos; }
+
+/* The slot holding original position `position`, or -1 (slot_pos ascends). */
+static int64_t slot_of(const md_qwen2_forward *fw, int64_t position) {
+  int64_t lo = 0, hi = fw->len;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (fw->slot_pos[mid] < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < fw->len && fw->slot_pos[lo] == position ? lo : -1;
+}
+
+/* Without the back end's kv_compact: the whole cache of each layer through
+ * host memory (correct, slow; a back end should provide kv_compact). */
+static md_status compact_through_host(md_qwen2_forward *fw, int64_t n_keep, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  md_kernels *k = fw->k;
+  size_t hd = (size_t)c->head_dim, cap = (size_t)fw->capacity;
+  size_t planes = 2 * (size_t)c->num_key_value_heads, floats = planes * cap * hd;
+  float *host = malloc(floats * sizeof *host);
+  if (!host) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory for the KV cache's copy");
+  md_status s = MD_OK;
+  for (int l = 0; l < c->num_hidden_layers && s == MD_OK; l++) {
+    s = k->ops->buf_read(k, fw->cache[l], 0, floats, host, err);
+    for (size_t p = 0; s == MD_OK && p < planes; p++)
+      for (int64_t j = 0; j < n_keep; j++)
+        if (fw->keep[j] != j)
+          memcpy(host + (p * cap + (size_t)j) * hd, host + (p * cap + (size_t)fw->keep[j]) * hd,
+                 hd * sizeof *host);
+    if (s == MD_OK) s = k->ops->buf_write(k, fw->cache[l], 0, floats, host, err);
+  }
+  free(host);
+  return s;
+}
+
+md_status md_qwen2_evict(md_qwen2_forward *fw, const int64_t *positions, int64_t n, md_error *err) {
+  if (n < 0 || (n > 0 && !positions))
+    return md_fail(err, MD_E_INVALID, "qwen2 forward: evict: %lld positions%s", (long long)n,
+                   n < 0 ? " (a negative count)" : " without an array");
+  /* Check everything before changing anything: marks go into `dropped`
+   * and are cleared again on a refusal. */
+  md_status s = MD_OK;
+  int64_t i = 0;
+  for (; i < n; i++) {
+    int64_t slot = slot_of(fw, positions[i]);
+    if (slot < 0) {
+      s = md_fail(err, MD_E_INVALID,
+                  "qwen2 forward: evict: position %lld is not in the cache (%lld tokens run, "
+                  "%lld cached)",
+                  (long long)positions[i], (long long)fw->pos, (long long)fw->len);
+      break;
+    }
+    if (fw->dropped[slot]) {
+      s = md_fail(err, MD_E_INVALID, "qwen2 forward: evict: position %lld is listed twice",
+                  (long long)positions[i]);
+      break;
+    }
+    fw->dropped[slot] = 1;
+  }
+  if (s != MD_OK) {
+    for (int64_t j = 0; j < i; j++) fw->dropped[slot_of(fw, positions[j])] = 0;
+    return s;
+  }
+  if (n == 0) return MD_OK;
+  int64_t n_keep = 0;
+  for (int64_t slot = 0; slot < fw->len; slot++) {
+    if (!fw->dropped[slot]) fw->keep[n_keep++] = slot;
+    fw->dropped[slot] = 0;
+  }
+  md_kernels *k = fw->k;
+  const md_qwen2_config *c = &fw->config;
+  if (k->ops->kv_compact) {
+    md_attn_shape shape = {.n_heads = c->num_attention_heads, .n_kv_heads = c->num_key_value_heads,
+                           .head_dim = c->head_dim, .capacity = fw->capacity};
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+      shape.layer = l;
+      k->ops->kv_compact(k, fw->cache[l], &shape, fw->keep, n_keep);
+    }
+    s = k->ops->sync(k, err);
+  } else {
+    s = compact_through_host(fw, n_keep, err);
+  }
+  /* The bookkeeping follows the cache even on a device failure (the cache
+   * is then unreliable anyway; the caller sees the error). */
+  for (int64_t j = 0; j < n_keep; j++) fw->slot_pos[j] = fw->slot_pos[fw->keep[j]];
+  fw->len = n_keep;
+  return s;
+}
+
+md_qwen2_mark md_qwen2_mark_get(const md_qwen2_forward *fw) {
+  return (md_qwen2_mark){.pos = fw->pos, .cached = fw->len};
+}
+
+md_status md_qwen2_rollback(md_qwen2_forward *fw, const md_qwen2_mark *mark, md_error *err) {
+  int64_t c = mark->cached;
+  if (mark->pos < 0 || mark->pos > fw->pos || c < 0 || c > mark->pos)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: rollback to position %lld with %lld cached: not a mark of this "
+                   "sequence (%lld tokens run)",
+                   (long long)mark->pos, (long long)c, (long long)fw->pos);
+  /* The slots below the mark are intact exactly when slot c - 1 still holds
+   * a token from before the mark: slots only ever lose tokens (the rest move
+   * down in order), and tokens appended since have positions >= mark->pos. */
+  if (fw->len < c || (c > 0 && fw->slot_pos[c - 1] >= mark->pos))
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: rollback to position %lld: an eviction since the mark removed "
+                   "tokens it had cached",
+                   (long long)mark->pos);
+  if (fw->pos == mark->pos) return MD_OK; /* nothing run since the mark */
+  fw->pos = mark->pos;
+  fw->len = c;
+  fw->have_logits = false; /* the last token run is gone */
+  return MD_OK;
+}

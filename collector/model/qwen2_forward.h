@@ -1,0 +1,178 @@
+/* The Qwen2 forward pass (Qwen2ForCausalLM, as HF transformers computes it
+ * in float32): prefill of many tokens at once (matrix-matrix) and one-token
+ * decode against the KV cache, greedy next token, logits for inspection, and
+ * the attention hook through which the collector sees the softmax weights.
+ * All arithmetic goes through a kernel back end (kernels/kernels.h).
+ *
+ * Usage:
+ *   md_qwen2_forward_new(config, weights, kernels, NULL, &fw, &err);
+ *   md_qwen2_prefill(fw, prompt, n, NULL, &err);     positions 0 .. n-1
+ *   md_qwen2_greedy(fw, &next, &err);
+ *   md_qwen2_decode(fw, next, &err);                 position n, and so on
+ *
+ * Positions and slots. Every token takes the next position (its RoPE
+ * position, md_qwen2_position) and the next free slot of the KV cache.
+ * md_qwen2_evict removes tokens from the cache: the kept ones move down to
+ * fill the gaps, in order, with the keys they were stored with (rotated for
+ * their original positions), and the next token still takes the next
+ * position. So after an eviction slot s holds the token of position
+ * md_qwen2_slot_positions(fw)[s], attention runs over the cached tokens
+ * only, and the cache needs room for the tokens it holds, not for every
+ * position run (capacity counts slots). This is HF's forward pass with the
+ * evicted keys masked out of every later query (a 4-D attention mask) and
+ * position_ids unchanged. Until the first eviction slot s holds position
+ * s and nothing differs from a run without eviction.
+ *
+ * Memory: the weights stay where the loader mapped them; the KV cache is
+ * float32, layers * 2 * n_kv_heads * head_dim * 4 bytes per slot of
+ * `capacity` (allocated lazily, so only slots used count towards RSS);
+ * activations are ~(4 * hidden + 2 * (q + kv) + 2 * intermediate) floats per
+ * row of a prefill chunk. */
+#ifndef MD_COLLECTOR_MODEL_QWEN2_FORWARD_H
+#define MD_COLLECTOR_MODEL_QWEN2_FORWARD_H
+
+#include <stdint.h>
+
+#include "collector/model/qwen2_model.h"
+#include "io/base/error.h"
+#include "kernels/kernels.h"
+
+typedef struct md_qwen2_forward md_qwen2_forward;
+
+typedef struct md_qwen2_forward_options {
+  int64_t capacity;   /* slots of the KV cache: tokens it holds at once (prompt +
+                         decoded tokens, less those evicted);
+                         0 = max_position_embeddings */
+  int64_t max_batch;  /* tokens per prefill chunk (longer prompts are run in
+                         chunks, with identical results); 0 = 1024 */
+} md_qwen2_forward_options;
+
+/* Checks that the weights' shapes agree with the config, prepares them for
+ * the back end and allocates the run state. config, weights and kernels must
+ * outlive the forward state; options may be NULL. */
+md_status md_qwen2_forward_new(const md_qwen2_config *config, const md_qwen2_weights *weights,
+                               md_kernels *kernels, const md_qwen2_forward_options *options,
+                               md_qwen2_forward **forward, md_error *err);
+void md_qwen2_forward_free(md_qwen2_forward *forward);
+
+/* Runs tokens[0 .. n-1] at positions pos .. pos + n - 1, where pos is the
+ * number of tokens run so far in this sequence (md_qwen2_position; 0 for a
+ * fresh prompt), appending them to the cache (slots cached .. cached + n - 1,
+ * md_qwen2_cached). Afterwards the logits of the last token are available
+ * (md_qwen2_logits, md_qwen2_greedy). When all_logits is not NULL it receives
+ * the logits of every token, [n, vocab_size]. Refuses an empty batch, a
+ * token id outside [0, vocab_size), positions beyond
+ * max_position_embeddings (pos + n > max_position_embeddings) and more
+ * tokens than the cache has free slots (cached + n > capacity); nothing is
+ * changed then. */
+md_status md_qwen2_prefill(md_qwen2_forward *forward, const int32_t *tokens, int64_t n,
+                           float *all_logits, md_error *err);
+
+/* One decode step: md_qwen2_prefill of a single token. */
+md_status md_qwen2_decode(md_qwen2_forward *forward, int32_t token, md_error *err);
+
+/* As md_qwen2_prefill without any logits: the tokens enter the cache (and
+ * the attention hook and capture see them) but the final norm and LM head
+ * are not run, which saves a vocab x hidden matrix-vector product per step
+ * when the next token is known (teacher forcing). md_qwen2_logits and
+ * md_qwen2_greedy then fail until a token is run with logits. */
+md_status md_qwen2_feed(md_qwen2_forward *forward, const int32_t *tokens, int64_t n, md_error *err);
+
+/* Copies the logits of the last token run, [vocab_size] floats. */
+md_status md_qwen2_logits(md_qwen2_forward *forward, float *logits, md_error *err);
+
+/* The greedy next token: the first index of the largest logit of the last
+ * token run (what torch.argmax returns). */
+md_status md_qwen2_greedy(md_qwen2_forward *forward, int32_t *token, md_error *err);
+
+/* Tokens run so far in this sequence (evicted ones included): the position
+ * the next token will take. */
+int64_t md_qwen2_position(const md_qwen2_forward *forward);
+
+/* Empties the cache for a new sequence (the memory is kept). */
+void md_qwen2_reset(md_qwen2_forward *forward);
+
+/* ---- eviction ---------------------------------------------------------------
+ * For KV-cache policies that drop tokens, and for probes asked from one
+ * cache state and then forgotten. */
+
+/* Slots in use: the tokens held by the cache (md_qwen2_position less the
+ * evicted ones). */
+int64_t md_qwen2_cached(const md_qwen2_forward *forward);
+
+/* [md_qwen2_cached], strictly ascending: the original position of the token
+ * in each slot. Owned by the forward state; valid until the next call that
+ * runs tokens, evicts, rolls back or resets. */
+const int64_t *md_qwen2_slot_positions(const md_qwen2_forward *forward);
+
+/* Removes the tokens at these original positions (any order, no duplicates,
+ * each cached) from every layer's keys and values; the kept slots move down
+ * in order (memory is reused: the cache never needs more slots than the
+ * tokens it holds); their keys keep the rotation of their original
+ * positions; the next token still takes md_qwen2_position(). The logits of
+ * the last token run stay readable. n = 0 does nothing. Refuses a position
+ * that is not cached (never run, evicted before, negative) and a duplicate
+ * (MD_E_INVALID), changing nothing. Uses the back end's kv_compact
+ * (kernels.h), or without one copies each layer's cache through host
+ * memory. Cost: one pass over the cache slots from the first evicted one. */
+md_status md_qwen2_evict(md_qwen2_forward *forward, const int64_t *positions, int64_t n,
+                         md_error *err);
+
+/* A point of the sequence to come back to: md_qwen2_position and
+ * md_qwen2_cached when it was taken. */
+typedef struct md_qwen2_mark {
+  int64_t pos, cached;
+} md_qwen2_mark;
+
+md_qwen2_mark md_qwen2_mark_get(const md_qwen2_forward *forward);
+
+/* Drops every slot appended after the mark and rewinds the position to it:
+ * probe answers are asked from one cache state, then rolled back, and the
+ * run continues bit-identically to one without the probe (the kept slots'
+ * keys and values are untouched; what the probe wrote beyond them is
+ * overwritten by later tokens). Evictions since the mark of tokens appended
+ * after it are allowed. Refuses (MD_E_INVALID), changing nothing, when an
+ * eviction since the mark removed tokens the mark had cached (slots below
+ * mark.cached), and a mark that does not fit this sequence (beyond its
+ * position). A mark belongs to the sequence it was taken in: after
+ * md_qwen2_reset it means nothing (not detected in every case). Afterwards
+ * md_qwen2_logits and md_qwen2_greedy fail until a token is run (read the
+ * logits before the probe if they are needed), unless nothing had been run
+ * since the mark. */
+md_status md_qwen2_rollback(md_qwen2_forward *forward, const md_qwen2_mark *mark, md_error *err);
+
+/* Installs (or, with NULL, removes) the attention hook called by every later
+ * prefill and decode: per (layer, head, query row), the softmax weights over
+ * the visible tokens. Positions are slot coordinates: query_pos is the
+ * query's slot and weights[s] the weight on slot s (n_keys = query_pos + 1);
+ * md_qwen2_slot_positions maps slots to positions (equal until the first
+ * eviction). The struct is copied. */
+void md_qwen2_set_attn_hook(md_qwen2_forward *forward, const md_attn_hook *hook);
+
+/* Fused attention capture (kernels/kernels.h, md_attn_capture) over the
+ * layers [layer_begin, layer_end), each weighted 1 / (layer_end -
+ * layer_begin): after a decode step, received[k] holds the attention the
+ * step's query put on token k, averaged over the captured layers and
+ * averaged (or maxed) over heads; after a prefill, the attention each
+ * prompt token received from the prompt's queries, heads and layers
+ * averaged. Indices are slots: received[s] is the attention on the token
+ * in slot s (md_qwen2_slot_positions), for s < md_qwen2_cached after the
+ * step; the rest is untouched. `received` is a back-end buffer of at least
+ * the cache's capacity that the caller zeroes (buf_zero) before each step
+ * it wants separately; it is accumulated into, never cleared here; an
+ * eviction does not move what it holds. */
+typedef struct md_qwen2_capture {
+  md_kbuf *received;          /* NULL: capture off */
+  int layer_begin, layer_end; /* 0 .. num_hidden_layers */
+  md_capture_heads heads;     /* decode rows: mean or max over heads */
+} md_qwen2_capture;
+
+/* Installs (NULL or received == NULL: removes) the capture for later steps;
+ * refuses an empty or out-of-range layer range. The struct is copied. */
+md_status md_qwen2_set_capture(md_qwen2_forward *forward, const md_qwen2_capture *capture,
+                               md_error *err);
+
+/* Capacity of the KV cache in slots (what a capture buffer must hold). */
+int64_t md_qwen2_capacity(const md_qwen2_forward *forward);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The layering check on the tree, then on small trees made to break it.
+
+Usage: test_layers.py CHECK_LAYERS.PY SOURCE_ROOT --layer ... (the table of
+the root meson.build). The tree must pass; each broken tree must fail with
+the message that names the file, the line and the missing arrow."""
+import os
+import subprocess
+import sys
+import tempfile
+
+check, root, table = sys.argv[1], sys.argv[2], sys.argv[3:]
+failures = 0
+
+
+def run(tree, extra=()):
+    p = subprocess.run([sys.executable, check, '--root', tree, '--generated', 'md_build_config.h',
+                        *table, *extra], capture_output=True, text=True)
+    return p.returncode, p.stderr
+
+
+def expect(what, got, want_rc, want_text):
+    global failures
+    rc, err = got
+    if rc != want_rc or want_text not in err:
+        failures += 1
+        print(f'FAIL {what}: exit {rc} (want {want_rc}), stderr:\n{err}\nwanted: {want_text!r}')
+    else:
+        print(f'ok   {what}')
+
+
+expect('the tree follows the table', run(root), 0, '')
+
+
+def tree(files):
+    d = tempfile.mkdtemp(prefix='layers-')
+    for path, text in files.items():
+        full = os.path.join(d, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, 'w') as fp:
+            fp.write(text)
+    return d
+
+
+base = {'io/base/error.h': '', 'io/formats/config.h': '#include "io/base/error.h"\n',
+        'io/plot/plot_internal.h': '', 'fit/survival/km.h': '#include "io/base/error.h"\n'}
+
+expect('a downward include passes', run(tree(base)), 0, '')
+expect('io/base including io/formats (upward) fails',
+       run(tree({**base, 'io/base/error.c': '#include <stdio.h>\n\n#include "io/formats/config.h"\n'})),
+       1, 'io/base/error.c:3: #include "io/formats/config.h": layer io/base does not build on io/formats')
+expect('fit/survival including io/formats (sideways above) fails',
+       run(tree({**base, 'fit/survival/km.c': '#include "io/formats/config.h"\n'})),
+       1, 'fit/survival/km.c:1: #include "io/formats/config.h": layer fit/survival does not build on io/formats')
+expect('another layer\'s private header fails',
+       run(tree({**base, 'calib/cmd.c': '#include "io/plot/plot_internal.h"\n'})),
+       1, 'calib/cmd.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot')
+expect('a folder outside the table fails',
+       run(tree({**base, 'io/newthing/x.c': '#include "io/base/error.h"\n'})),
+       1, 'io/newthing/x.c: belongs to no layer')
+expect('a missing header fails', run(tree({**base, 'runtime/p.c': '#include "io/base/nope.h"\n'})),
+       1, 'runtime/p.c:1: #include "io/base/nope.h": no such header')
+expect('the build fails too: no stamp is written',
+       run(tree({**base, 'io/base/error.c': '#include "calib/cli.h"\n', 'calib/cli.h': ''}),
+           ['--stamp', os.path.join(tempfile.mkdtemp(), 'stamp.h')]),
+       1, 'layer io/base does not build on calib')
+sys.exit(1 if failures else 0)
