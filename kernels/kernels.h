@@ -1,13 +1,14 @@
 /* The compute interface between the model code (collector/) and a back end
- * (kernels/cpu, later kernels/cuda). The collector never calls BLAS or CUDA
+ * (kernels/cpu, kernels/cuda). The collector never calls BLAS or CUDA
  * itself: it calls the operations below through a back end's ops table.
  *
  * Memory. Activations live in opaque buffers (md_kbuf) owned by the back end:
  * plain float arrays on the CPU, device memory on a GPU. The model code never
  * dereferences them; it reads results back with buf_read. Weights are
  * prepared once with weight_new (md_kweight): the CPU back end keeps a view
- * of the memory-mapped tensor in its file dtype (F32, F16 or BF16); a GPU
- * back end would upload it. All activations are float32, row-major.
+ * of the memory-mapped tensor in its file dtype (F32, F16 or BF16); the
+ * CUDA back end uploads it to device memory (2-D weights in that dtype,
+ * 1-D ones converted to F32). All activations are float32, row-major.
  *
  * Shapes. A "row" is one token. A matrix of n rows and d columns is n*d
  * consecutive floats. Weight matrices are [out, in] row-major as in the
@@ -60,8 +61,8 @@ typedef struct md_attn_hook {
   void *ctx;
 } md_attn_hook;
 
-/* Fused attention capture: the aggregate the collector records (DESIGN.md
- * section 4), accumulated inside the attention computation so that no
+/* Fused attention capture: the aggregate the collector records (memdecay-calibrate(1),
+ * EXTRACT), accumulated inside the attention computation so that no
  * softmax row ever leaves the kernel and no n x n matrix exists.
  *
  * Decode (n = 1): received[k] += weight * A_h(w_h[k]) for every visible key

@@ -101,6 +101,14 @@ static bool range_ok(const md_kbuf *buf, size_t offset, size_t n) {
   return offset <= buf->n && n <= buf->n - offset;
 }
 
+/* buf_read and buf_read_start: MD_OK when [offset, offset + n) lies
+ * within buf, else MD_E_INVALID with the message in err. */
+static md_status read_range_check(const md_kbuf *buf, size_t offset, size_t n, md_error *err) {
+  if (range_ok(buf, offset, n)) return MD_OK;
+  return md_fail(err, MD_E_INVALID, "cuda kernels: read of [%zu, %zu) from a buffer of %zu floats",
+                 offset, offset + n, buf->n);
+}
+
 /* ---- memory ------------------------------------------------------------------- */
 
 static md_status cuda_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *err) {
@@ -149,9 +157,7 @@ static md_status cuda_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset,
                                float *dst, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
   md_cuda_flush_log(c);
-  if (!range_ok(buf, offset, n))
-    return md_fail(err, MD_E_INVALID, "cuda kernels: read of [%zu, %zu) from a buffer of %zu floats",
-                   offset, offset + n, buf->n);
+  if (read_range_check(buf, offset, n, err) != MD_OK) return MD_E_INVALID;
   if (md_cuda_enter(c) && n > 0)
     CHECK(c, cudaMemcpyAsync(dst, buf->data + offset, n * sizeof(float), cudaMemcpyDeviceToHost,
                              c->ctx.stream));
@@ -177,14 +183,7 @@ static md_status cuda_buf_write(md_kernels *k, md_kbuf *buf, size_t offset, size
 
 static void cuda_buf_zero(md_kernels *k, md_kbuf *buf, size_t offset, size_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_ZERO);
-    op.out = buf;
-    op.offset = offset;
-    op.count = n;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_ZERO, op.out = buf; op.offset = offset; op.count = n);
   if (!range_ok(buf, offset, n)) {
     md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: zeroing [%zu, %zu) of a buffer of %zu floats",
                  offset, offset + n, buf->n);
@@ -221,9 +220,7 @@ static md_status cuda_buf_read_start(md_kernels *k, const md_kbuf *buf, size_t o
   md_cuda_read_slot *slot = &c->slots[slot_index];
   if (slot->pending)
     return md_fail(err, MD_E_INVALID, "cuda kernels: read slot %d already holds a read", slot_index);
-  if (!range_ok(buf, offset, n))
-    return md_fail(err, MD_E_INVALID, "cuda kernels: read of [%zu, %zu) from a buffer of %zu floats",
-                   offset, offset + n, buf->n);
+  if (read_range_check(buf, offset, n, err) != MD_OK) return MD_E_INVALID;
   if (!md_cuda_enter(c) || !staging_reserve(c, slot, n ? n : 1)) return report(c, err);
   /* ready: everything queued so far (the values) is done; the copy stream
    * waits for it, copies, and marks done. */
@@ -371,15 +368,8 @@ static void cuda_weight_free(md_kernels *k, md_kweight *w) {
 static void cuda_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const int32_t *tokens,
                        int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_EMBED);
-    op.out = x;
-    op.w = table;
-    op.tokens = tokens;
-    op.n = n;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_EMBED, op.out = x; op.w = table; op.tokens = tokens;
+                     op.n = n);
   if (n <= 0 || !md_cuda_fits(c, "embed", "x", x, (size_t)n * (size_t)table->cols) ||
       !md_cuda_enter(c))
     return;
@@ -412,16 +402,8 @@ static void cuda_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const
 static void cuda_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_kweight *weight,
                          int64_t n, float eps) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_RMSNORM);
-    op.out = out;
-    op.in = x;
-    op.w = weight;
-    op.n = n;
-    op.eps = eps;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_RMSNORM, op.out = out; op.in = x; op.w = weight; op.n = n;
+                     op.eps = eps);
   size_t count = (size_t)n * (size_t)weight->cols;
   if (!md_cuda_fits(c, "rmsnorm", "x", x, count) || !md_cuda_fits(c, "rmsnorm", "out", out, count) ||
       !md_cuda_enter(c))
@@ -462,19 +444,9 @@ const float *md_cuda_rope_table(md_cuda_kernels *c, int head_dim, double theta) 
 static void cuda_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads,
                       int n_kv_heads, int head_dim, int64_t pos0, double theta) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_ROPE);
-    op.out = q;
-    op.out2 = kk;
-    op.n = n;
-    op.ints[0] = n_heads;
-    op.ints[1] = n_kv_heads;
-    op.ints[2] = head_dim;
-    op.offset = (size_t)pos0;
-    op.theta = theta;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_ROPE, op.out = q; op.out2 = kk; op.n = n;
+                     op.ints[0] = n_heads; op.ints[1] = n_kv_heads; op.ints[2] = head_dim;
+                     op.offset = (size_t)pos0; op.theta = theta);
   if (head_dim <= 0 || head_dim % 2 != 0) {
     md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: rope: head_dim %d is not even", head_dim);
     return;
@@ -494,17 +466,8 @@ static void cuda_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_h
 static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
                           const md_attn_shape *s, int64_t pos0, int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_KV_STORE);
-    op.out = cache;
-    op.in = key;
-    op.in2 = value;
-    op.shape = *s;
-    op.offset = (size_t)pos0;
-    op.n = n;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_KV_STORE, op.out = cache; op.in = key; op.in2 = value;
+                     op.shape = *s; op.offset = (size_t)pos0; op.n = n);
   size_t row = (size_t)s->n_kv_heads * (size_t)s->head_dim;
   if (pos0 < 0 || pos0 + n > s->capacity) {
     md_cuda_fail(&c->ctx, MD_E_INVALID,
@@ -571,14 +534,7 @@ static void elementwise(md_kernels *k, md_cuda_op_kind kind, const char *name, c
                         const char *in_name, elementwise_fn launch, md_kbuf *out,
                         const md_kbuf *in, size_t count) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, kind);
-    op.out = out;
-    op.in = in;
-    op.count = count;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, kind, op.out = out; op.in = in; op.count = count);
   if (!md_cuda_fits(c, name, out_name, out, count) || !md_cuda_fits(c, name, in_name, in, count) ||
       !md_cuda_enter(c))
     return;
@@ -597,17 +553,8 @@ static void cuda_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) 
 static void cuda_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                         const md_kweight *norm, const md_kweight *lm_head, float eps) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_LOGITS);
-    op.out = logits;
-    op.in = x;
-    op.row = row;
-    op.w = norm;
-    op.w2 = lm_head;
-    op.eps = eps;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_LOGITS, op.out = logits; op.in = x; op.row = row;
+                     op.w = norm; op.w2 = lm_head; op.eps = eps);
   size_t dim = (size_t)norm->cols;
   if (row < 0 || !md_cuda_fits(c, "logits", "x", x, ((size_t)row + 1) * dim) ||
       !md_cuda_fits(c, "logits", "logits", logits, (size_t)lm_head->rows) || !md_cuda_enter(c))

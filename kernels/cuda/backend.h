@@ -174,14 +174,29 @@ bool md_cuda_fits(md_cuda_kernels *c, const char *op, const char *name, const md
 /* graph.c: step_begin / step_end, the log, and resources */
 void md_cuda_step_begin(md_kernels *k, int64_t pos);
 void md_cuda_step_end(md_kernels *k);
-/* When logging, appends op (the caller memset it and filled it) and
- * returns true: the operation must not run now. */
+/* When logging, appends op (zeroed with md_cuda_op_init, then filled:
+ * MD_CUDA_LOG_OR_RUN) and returns true: the operation must not run now. */
 bool md_cuda_log(md_cuda_kernels *c, const md_cuda_op *op);
 /* A zeroed op of this kind, to fill and log. */
 static inline void md_cuda_op_init(md_cuda_op *op, md_cuda_op_kind kind) {
   memset(op, 0, sizeof *op);
   op->kind = kind;
 }
+/* At the start of every operation a step logs (all but kv_compact):
+ * between step_begin and step_end, declares md_cuda_op `op` zeroed with
+ * md_cuda_op_init(&op, kind), runs the statements that follow (they fill
+ * op's fields from the operation's arguments), logs it with md_cuda_log
+ * and returns from the calling operation. Outside a step it does nothing
+ * and the operation runs. */
+#define MD_CUDA_LOG_OR_RUN(c, op, kind, ...)                                    \
+  do {                                                                          \
+    if ((c)->logging) {                                                         \
+      md_cuda_op op;                                                            \
+      md_cuda_op_init(&op, (kind));                                             \
+      __VA_ARGS__;                                                              \
+      if (md_cuda_log((c), &op)) return;                                        \
+    }                                                                           \
+  } while (0)
 void md_cuda_graphs_free(md_cuda_kernels *c);
 /* Drops every recorded step: a graph holds the device addresses of the
  * scratch and tables it ran with, so when one of them moves (it grew) the

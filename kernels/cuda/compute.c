@@ -92,16 +92,8 @@ static void gemm_exact(md_cuda_kernels *c, float *y, const float *x, const md_kw
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_MATMUL);
-    op.out = y;
-    op.in = x;
-    op.w = w;
-    op.w2 = bias;
-    op.n = n;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_MATMUL, op.out = y; op.in = x; op.w = w; op.w2 = bias;
+                     op.n = n);
   int64_t rows = w->rows, cols = w->cols;
   if (n <= 0) return;
   if (bias && bias->cols != rows) {
@@ -259,19 +251,10 @@ void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
   md_cuda_kernels *c = md_cuda_of(k);
   if (capture && !capture->received) capture = NULL;
   if (hook && !hook->on_row) hook = NULL;
-  if (c->logging) {
-    md_cuda_op op;
-    md_cuda_op_init(&op, MD_CUDA_OP_ATTENTION);
-    op.out = out;
-    op.in = q;
-    op.in2 = cache;
-    op.shape = *shape;
-    op.offset = (size_t)pos0;
-    op.n = n;
-    if (capture) op.capture = *capture;
-    if (hook) op.hook = *hook;
-    if (md_cuda_log(c, &op)) return;
-  }
+  MD_CUDA_LOG_OR_RUN(c, op, MD_CUDA_OP_ATTENTION, op.out = out; op.in = q; op.in2 = cache;
+                     op.shape = *shape; op.offset = (size_t)pos0; op.n = n;
+                     if (capture) op.capture = *capture;
+                     if (hook) op.hook = *hook);
   if (!attention_args_ok(c, out, q, cache, shape, pos0, n, capture) || !md_cuda_enter(c)) return;
   md_cuda_guard_write(c, out);
   if (capture) md_cuda_guard_write(c, capture->received);

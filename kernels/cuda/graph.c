@@ -241,7 +241,7 @@ void md_cuda_graphs_forget(md_cuda_kernels *c) {
 }
 
 void md_cuda_graphs_free(md_cuda_kernels *c) {
-  for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) graph_release(&c->graph_cache[i]);
+  md_cuda_graphs_forget(c);
   free(c->log);
   c->log = NULL;
   if (c->step_params) cudaFreeHost(c->step_params);
