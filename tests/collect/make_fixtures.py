@@ -46,6 +46,7 @@ import sys
 import numpy as np
 import tokenizers
 import torch
+import transformers
 from transformers import Qwen2ForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,6 +224,19 @@ def build(cfg, tok, tok_json, episodes):
         f.write("\n")
 
 
+def write_versions(directory):
+    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
+    script and the versions it ran with (no test reads the file)."""
+    import platform
+    lines = ["script: tests/collect/make_fixtures.py", f"python: {platform.python_version()}"]
+    lines.append(f"torch: {torch.__version__}")
+    lines.append(f"transformers: {transformers.__version__}")
+    lines.append(f"tokenizers: {tokenizers.__version__}")
+    lines.append(f"numpy: {np.__version__}")
+    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     tok_json = tiny_tokenizer()
@@ -236,6 +250,7 @@ def main():
         episodes = [(n, json.loads(line)) for n, line in enumerate(f, 1) if line.strip()]
     for cfg in CONFIGS:
         build(cfg, tok, tok_json, episodes)
+    write_versions(os.path.join(HERE, "fixtures"))
 
 
 if __name__ == "__main__":

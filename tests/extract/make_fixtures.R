@@ -3,14 +3,15 @@
 #
 # Generates a small seeded synthetic attention dataset (several episodes of
 # prompt tokens in known regions plus teacher-forced decoded tokens), then
-# computes, from the definitions of DESIGN.md section 4 and the decisions
+# computes, from the definitions of memdecay-calibrate(1), EXTRACT, and the decisions
 # written in fit/extract/lifetimes.h and fit/extract/attention_norm.h:
 #   events (estimands last-use and gap), base priorities, the EWMA of the
 #   uniform-relative attention, kappa (quantile type 7), alpha (median),
 #   the per-region mean uniform-relative attention and its curve by age.
 #
 # Run from the source root:  Rscript tests/extract/make_fixtures.R
-# Writes tests/extract/fixtures/*.csv. Needs base R only.
+# Writes tests/extract/fixtures/*.csv, and fixtures/VERSIONS with the R
+# version it ran with. Needs base R only.
 
 out_dir <- file.path("tests", "extract", "fixtures")
 dir.create(out_dir, showWarnings = FALSE, recursive = TRUE)
@@ -216,3 +217,13 @@ curve <- curve[order(curve$region, curve$age), ]
 writeLines(c("region,age,pairs,mean",
              sprintf("%s,%d,%d,%s", curve$region, curve$age, curve$a_hat_n, fmt(curve$a_hat))),
            file.path(out_dir, "curve.csv"))
+
+# ---- provenance -------------------------------------------------------------
+# What made these files, for fixtures/README.md: this script and the R it ran
+# with (sample() and the RNG depend on R's version; the tests read only the
+# .csv files).
+writeLines(c("script: tests/extract/make_fixtures.R",
+             paste0("R: ", R.version$major, ".", R.version$minor),
+             paste0("RNG: ", paste(RNGkind(), collapse = " "), " (seed 20240611)"),
+             paste0("platform: ", R.version$platform)),
+           file.path(out_dir, "VERSIONS"))

@@ -6,6 +6,7 @@
 #
 # Needs R >= 4.2 with survival >= 3.5 (nothing else). Deterministic: the
 # same R and survival versions write the same files.
+# fixtures/VERSIONS records the R and survival versions of the last run.
 #
 # Answers: <dataset>.tsv, one number per line,
 #   dataset <TAB> region <TAB> quantity <TAB> index <TAB> value
@@ -452,5 +453,15 @@ edge <- rbind(
   edge_region("late", 1:6, c(0, 0, 1, 1, 1, 1)),                     # S = 1 at censorings
   edge_region("early_cens", c(0.5, 0.5), c(0, 0), c(1, 2)))          # never at risk at events
 fit_dataset("edge", edge, 0.95)
+
+# ---- provenance ------------------------------------------------------------------
+# What made these files, for fixtures/README.md: this script and the R and
+# survival versions it ran with (fixture.c reads only <dataset>.csv and .tsv).
+writeLines(c("script: tests/fit/make_fixtures.R",
+             paste0("R: ", R.version$major, ".", R.version$minor),
+             paste0("survival: ", format(packageVersion("survival"))),
+             paste0("RNG: ", paste(RNGkind(), collapse = " "), " (RNGversion 4.2.0, seed 20240611)"),
+             paste0("platform: ", R.version$platform)),
+           file.path(out_dir, "VERSIONS"))
 
 cat("wrote", length(list.files(out_dir)), "files to", out_dir, "\n")

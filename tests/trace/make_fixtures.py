@@ -22,6 +22,7 @@ import random
 import struct
 
 import tokenizers
+import transformers
 from transformers import PreTrainedTokenizerFast
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -139,11 +140,23 @@ def shipped_fixtures(tok, template):
     print(f"shipped-prompts.jsonl: {len(rows)} episodes")
 
 
+def write_versions(directory):
+    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
+    script and the versions it ran with (no test reads the file)."""
+    import platform
+    lines = ["script: tests/trace/make_fixtures.py", f"python: {platform.python_version()}"]
+    lines.append(f"transformers: {transformers.__version__}")
+    lines.append(f"tokenizers: {tokenizers.__version__}")
+    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     tok, template = template_engine()
     render_fixtures(tok, template)
     tojson_fixtures()
     shipped_fixtures(tok, template)
+    write_versions(os.path.join(HERE, "data"))
 
 
 if __name__ == "__main__":
