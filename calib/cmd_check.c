@@ -1,13 +1,13 @@
 /* memdecay-calibrate check: compares a freshly fitted config with a golden
  * one and fails when a half-life (or a base priority, or a normalisation
  * constant) drifted. Meant for CI. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "io/formats/config.h"
 #include "io/formats/eval_results.h"
 #include "io/base/json_fields.h"
@@ -65,54 +65,60 @@ static void print_help(FILE *out) {
       out);
 }
 
-enum { OPT_GOLDEN = 256, OPT_RTOL, OPT_PROBES, OPT_RETENTION };
+enum { OPT_GOLDEN, OPT_RTOL, OPT_PROBES, OPT_RETENTION, OPT_QUIET, OPT_HELP };
 
-static const struct option long_options[] = {
-    {"golden", required_argument, NULL, OPT_GOLDEN},
-    {"rtol", required_argument, NULL, OPT_RTOL},
-    {"probes", required_argument, NULL, OPT_PROBES},
-    {"retention", required_argument, NULL, OPT_RETENTION},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+static const md_opt check_table[] = {
+    {"golden", 0, OPT_GOLDEN, "FILE"},
+    {"rtol", 0, OPT_RTOL, "R"},
+    {"probes", 0, OPT_PROBES, "N"},
+    {"retention", 0, OPT_RETENTION, "D"},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
 };
+
+/* Handles one option; returns -1 to go on, or an exit code. */
+static int take_option(void *context, const md_opt *opt, const char *value) {
+  check_options *options = context;
+  switch (opt->id) {
+    case OPT_GOLDEN: options->golden = value; return -1;
+    case OPT_RTOL:
+      if (!md_cli_parse_double(value, 0.0, 1.0, &options->rtol) || options->rtol >= 1.0)
+        return md_cli_usage_error("check", "--rtol must be a number in [0, 1), got '%s'", value);
+      return -1;
+    case OPT_PROBES:
+      if (!md_cli_parse_long(value, 0, 1L << 30, &options->probes))
+        return md_cli_usage_error("check", "--probes must be a count >= 0, got '%s'", value);
+      return -1;
+    case OPT_RETENTION:
+      if (!md_cli_parse_double(value, 0.0, 1.0, &options->retention))
+        return md_cli_usage_error("check", "--retention must be a number in [0, 1], got '%s'",
+                                  value);
+      return -1;
+    case OPT_QUIET: options->quiet = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error("check", "unknown option");
+  }
+}
+
+static const md_opt_group groups[] = {{check_table, take_option}, {NULL, NULL}};
+
+const md_opt_command md_check_command = {"check", groups, print_help, 0};
 
 /* Returns -1 when the run should go on, else the exit code. */
 static int parse_options(int argc, char **argv, check_options *options) {
   options->rtol = 0.10;
   options->probes = 1;
   options->retention = 0.05;
-  opterr = 0;
-  optind = 1;
-  int code;
-  while ((code = getopt_long(argc, argv, ":qh", long_options, NULL)) != -1) {
-    switch (code) {
-      case OPT_GOLDEN: options->golden = optarg; break;
-      case OPT_RTOL:
-        if (!md_cli_parse_double(optarg, 0.0, 1.0, &options->rtol) || options->rtol >= 1.0) {
-          return md_cli_usage_error("check", "--rtol must be a number in [0, 1), got '%s'", optarg);
-        }
-        break;
-      case OPT_PROBES:
-        if (!md_cli_parse_long(optarg, 0, 1L << 30, &options->probes))
-          return md_cli_usage_error("check", "--probes must be a count >= 0, got '%s'", optarg);
-        break;
-      case OPT_RETENTION:
-        if (!md_cli_parse_double(optarg, 0.0, 1.0, &options->retention))
-          return md_cli_usage_error("check", "--retention must be a number in [0, 1], got '%s'",
-                                    optarg);
-        break;
-      case 'q': options->quiet = true; break;
-      case 'h': print_help(stdout); return MD_EXIT_OK;
-      case ':': return md_cli_usage_error("check", "option '%s' needs a value", argv[optind - 1]);
-      default: return md_cli_usage_error("check", "unknown option '%s'", argv[optind - 1]);
-    }
-  }
+  char **args;
+  int n_args;
+  int exit_code = md_opt_parse_or_report(&md_check_command, options, argc, argv, &args, &n_args);
+  if (exit_code >= 0) return exit_code;
   if (!options->golden) return md_cli_usage_error("check", "--golden GOLDEN.json is required");
-  if (argc - optind != 1) {
-    return md_cli_usage_error("check", "expected exactly one NEW.json, got %d files", argc - optind);
+  if (n_args != 1) {
+    return md_cli_usage_error("check", "expected exactly one NEW.json, got %d files", n_args);
   }
-  options->fresh = argv[optind];
+  options->fresh = args[0];
   return -1;
 }
 

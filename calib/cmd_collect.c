@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "calib/collect_options.h"
 #include "calib/progress.h"
 #include "collector/capture/collect.h"
@@ -78,61 +79,61 @@ static void print_help(FILE *out) {
       (int)MD_EPISODE_DEFAULT_STEPS);
 }
 
-/* Returns the value of option `name` at argv[*i] ("--name VALUE" or
- * "--name=VALUE"), NULL when argv[*i] is not that option, and sets *missing
- * when the value is absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != '\0') return NULL;
-  if (*i + 1 >= argc) {
-    *missing = true;
-    return NULL;
+enum { OPT_MODEL, OPT_TRACES, OPT_OUT, OPT_RESUME, OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_QUIET,
+       OPT_HELP };
+
+static const md_opt own_options[] = {
+    {"model", 0, OPT_MODEL, "DIR"},
+    {"traces", 0, OPT_TRACES, "FILE"},
+    {"out", 0, OPT_OUT, "RUN_DIR"},
+    {"resume", 0, OPT_RESUME, NULL},
+    {"skip-invalid", 0, OPT_SKIP_INVALID, NULL},
+    {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* Handles one option; returns -1 to go on, else the exit code. */
+static int take_own(void *context, const md_opt *opt, const char *value) {
+  options *o = context;
+  md_collect_options *c = &o->collect;
+  switch (opt->id) {
+    case OPT_MODEL: c->model_dir = value; return -1;
+    case OPT_TRACES: c->traces_path = value; return -1;
+    case OPT_OUT: c->out_dir = value; return -1;
+    case OPT_RESUME: c->resume = true; return -1;
+    case OPT_SKIP_INVALID: c->skip_invalid = true; return -1;
+    case OPT_REPRODUCIBLE: c->reproducible = true; return -1;
+    case OPT_QUIET: o->quiet = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error(command, "unknown option");
   }
-  return argv[++*i];
 }
 
-/* Options that take a value; returns -1 to go on, else the exit code. */
-static int parse_valued(const char *name, const char *value, options *opt) {
-  md_collect_options *c = &opt->collect;
-  if (!strcmp(name, "--model")) c->model_dir = value;
-  else if (!strcmp(name, "--traces")) c->traces_path = value;
-  else if (!strcmp(name, "--out")) c->out_dir = value;
-  else return md_collect_option(command, name, value, c);
-  return -1;
+static int take_collect(void *context, const md_opt *opt, const char *value) {
+  return md_collect_option(command, opt, value, &((options *)context)->collect);
 }
 
-static const char *const VALUED[] = {"--model",     "--traces",    "--out",       "--device",
-                                     "--threads",   "--page-size", "--max-steps", "--max-episodes",
-                                     "--heads",     "--layers",    "--shard"};
+static const md_opt_group groups[] = {
+    {own_options, take_own},
+    {md_collect_option_table, take_collect},
+    {NULL, NULL},
+};
+
+/* "option --page-size needs a value" unquoted, as its tests check. */
+const md_opt_command md_collect_command = {"collect", groups, print_help,
+                                           MD_OPT_KEEP_NEEDS_VALUE_WORDING};
 
 /* Parses the options; returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, options *opt) {
   memset(opt, 0, sizeof *opt);
   md_collect_options_init(&opt->collect);
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    bool missing = false, matched = false;
-    for (size_t k = 0; !matched && !missing && k < sizeof VALUED / sizeof VALUED[0]; k++) {
-      const char *value = option_value(argc, argv, &i, VALUED[k], &missing);
-      if (!value) continue;
-      matched = true;
-      int code = parse_valued(VALUED[k], value, opt);
-      if (code >= 0) return code;
-    }
-    if (missing) return md_cli_usage_error(command, "option %s needs a value", arg);
-    if (matched) continue;
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-      print_help(stdout);
-      return MD_EXIT_OK;
-    } else if (!strcmp(arg, "--resume")) opt->collect.resume = true;
-    else if (!strcmp(arg, "--skip-invalid")) opt->collect.skip_invalid = true;
-    else if (!strcmp(arg, "--reproducible")) opt->collect.reproducible = true;
-    else if (md_collect_flag(arg, &opt->collect)) continue;
-    else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) opt->quiet = true;
-    else return md_cli_usage_error(command, "unexpected argument '%s'", arg);
-  }
+  char **args;
+  int n_args;
+  int code = md_opt_parse_or_report(&md_collect_command, opt, argc, argv, &args, &n_args);
+  if (code >= 0) return code;
+  if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
   const md_collect_options *c = &opt->collect;
   if (!c->model_dir || !c->traces_path || !c->out_dir)
     return md_cli_usage_error(command, "--model, --traces and --out are required");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
@@ -94,28 +95,51 @@ static int open_device(const char *name, int threads, bool listing) {
   return MD_EXIT_OK;
 }
 
-int md_cmd_devices(int argc, char **argv) {
-  const char *device = NULL;
-  long threads = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      print_help(stdout);
-      return MD_EXIT_OK;
-    } else if (!strcmp(argv[i], "--device") || !strcmp(argv[i], "--threads")) {
-      if (i + 1 >= argc) return md_cli_usage_error(command, "option %s needs a value", argv[i]);
-      if (!strcmp(argv[i], "--device")) device = argv[++i];
-      else if (!md_cli_parse_long(argv[++i], 1, 4096, &threads))
-        return md_cli_usage_error(command, "--threads: '%s' is not a whole number from 1 to 4096", argv[i]);
-    } else {
-      return md_cli_usage_error(command, "unexpected argument '%s'", argv[i]);
-    }
+typedef struct options {
+  const char *device;
+  long threads;
+} options;
+
+enum { OPT_DEVICE, OPT_THREADS, OPT_HELP };
+
+static const md_opt devices_table[] = {
+    {"device", 0, OPT_DEVICE, "NAME"},
+    {"threads", 0, OPT_THREADS, "N"},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* Handles one option; returns -1 to go on, else the exit code. */
+static int take_option(void *context, const md_opt *opt, const char *value) {
+  options *o = context;
+  switch (opt->id) {
+    case OPT_DEVICE: o->device = value; return -1;
+    case OPT_THREADS:
+      if (!md_cli_parse_long(value, 1, 4096, &o->threads))
+        return md_cli_usage_error(command, "--threads: '%s' is not a whole number from 1 to 4096", value);
+      return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error(command, "unknown option");
   }
-  if (device) return open_device(device, (int)threads, false);
-  open_device("cpu", (int)threads, true);
+}
+
+static const md_opt_group groups[] = {{devices_table, take_option}, {NULL, NULL}};
+
+const md_opt_command md_devices_command = {"devices", groups, print_help, 0};
+
+int md_cmd_devices(int argc, char **argv) {
+  options o = {0};
+  char **args;
+  int n_args;
+  int code = md_opt_parse_or_report(&md_devices_command, &o, argc, argv, &args, &n_args);
+  if (code >= 0) return code;
+  if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
+  if (o.device) return open_device(o.device, (int)o.threads, false);
+  open_device("cpu", (int)o.threads, true);
   describe_blas();
   if (!md_device_cuda_built()) {
     printf("cuda: not in this build (rebuild with nvcc installed: meson setup -Dcuda=enabled)\n");
     return MD_EXIT_OK;
   }
-  return open_device("cuda", (int)threads, true);
+  return open_device("cuda", (int)o.threads, true);
 }

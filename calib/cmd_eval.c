@@ -1,13 +1,13 @@
 /* memdecay-calibrate eval: the eviction-probe evaluation (collector/eval/eval.h,
  * memdecay-eval(5)). This file parses options, prints the recall table and
  * writes the results; the work is md_eval. */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "calib/progress.h"
 #include "collector/eval/eval.h"
 #include "io/formats/eval_results.h"
@@ -73,31 +73,31 @@ static void print_help(FILE *out) {
 }
 
 enum {
-  OPT_MODEL = 256, OPT_TRACES, OPT_CONFIG, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
+  OPT_MODEL, OPT_TRACES, OPT_CONFIG, OPT_OUT, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
   OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
-  OPT_SKIP_INVALID, OPT_REPRODUCIBLE,
+  OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_QUIET, OPT_HELP,
 };
 
-static const struct option long_options[] = {
-    {"model", required_argument, NULL, OPT_MODEL},
-    {"traces", required_argument, NULL, OPT_TRACES},
-    {"config", required_argument, NULL, OPT_CONFIG},
-    {"out", required_argument, NULL, 'o'},
-    {"policies", required_argument, NULL, OPT_POLICIES},
-    {"budget", required_argument, NULL, OPT_BUDGET},
-    {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
-    {"plot", required_argument, NULL, OPT_PLOT},
-    {"device", required_argument, NULL, OPT_DEVICE},
-    {"threads", required_argument, NULL, OPT_THREADS},
-    {"exact-gemm", no_argument, NULL, OPT_EXACT_GEMM},
-    {"max-answer-tokens", required_argument, NULL, OPT_MAX_ANSWER},
-    {"max-episodes", required_argument, NULL, OPT_MAX_EPISODES},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"skip-invalid", no_argument, NULL, OPT_SKIP_INVALID},
-    {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+static const md_opt eval_table[] = {
+    {"model", 0, OPT_MODEL, "DIR"},
+    {"traces", 0, OPT_TRACES, "FILE"},
+    {"config", 0, OPT_CONFIG, "FILE"},
+    {"out", 'o', OPT_OUT, "FILE"},
+    {"policies", 0, OPT_POLICIES, "LIST"},
+    {"budget", 0, OPT_BUDGET, "LIST"},
+    {"page-size", 0, OPT_PAGE_SIZE, "N"},
+    {"plot", 0, OPT_PLOT, "FILE"},
+    {"device", 0, OPT_DEVICE, "NAME"},
+    {"threads", 0, OPT_THREADS, "N"},
+    {"exact-gemm", 0, OPT_EXACT_GEMM, NULL},
+    {"max-answer-tokens", 0, OPT_MAX_ANSWER, "N"},
+    {"max-episodes", 0, OPT_MAX_EPISODES, "N"},
+    {"seed", 0, OPT_SEED, "N"},
+    {"skip-invalid", 0, OPT_SKIP_INVALID, NULL},
+    {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
 };
 
 static int parse_policies(const char *text, md_eval_options *o) {
@@ -160,53 +160,62 @@ static int parse_count(const char *name, const char *text, long min, long max, l
   return -1;
 }
 
+/* Handles one option; returns -1 to go on, else the exit code. */
+static int take_option(void *context, const md_opt *option, const char *value) {
+  options *opt = context;
+  md_eval_options *o = &opt->eval;
+  int code = -1;
+  long number = 0;
+  switch (option->id) {
+    case OPT_MODEL: o->model_dir = value; break;
+    case OPT_TRACES: o->traces_path = value; break;
+    case OPT_CONFIG: o->config_path = value; break;
+    case OPT_OUT: opt->out = value; break;
+    case OPT_POLICIES: code = parse_policies(value, o); break;
+    case OPT_BUDGET: code = parse_budgets(value, o); break;
+    case OPT_PAGE_SIZE:
+      if ((code = parse_count("--page-size", value, 1, 1 << 20, &number)) < 0) o->page_size = (int)number;
+      break;
+    case OPT_PLOT: opt->plot = value; break;
+    case OPT_DEVICE: o->device = value; break;
+    case OPT_THREADS:
+      if ((code = parse_count("--threads", value, 0, 4096, &number)) < 0) o->threads = (int)number;
+      break;
+    case OPT_EXACT_GEMM: o->exact_gemm = true; break;
+    case OPT_MAX_ANSWER:
+      if ((code = parse_count("--max-answer-tokens", value, 1, 4096, &number)) < 0)
+        o->max_answer_tokens = (size_t)number;
+      break;
+    case OPT_MAX_EPISODES:
+      if ((code = parse_count("--max-episodes", value, 1, 1L << 30, &number)) < 0)
+        o->max_episodes = (size_t)number;
+      break;
+    case OPT_SEED:
+      if ((code = parse_count("--seed", value, 0, 1L << 53, &number)) < 0) o->seed = (uint64_t)number;
+      break;
+    case OPT_SKIP_INVALID: o->skip_invalid = true; break;
+    case OPT_REPRODUCIBLE: opt->reproducible = true; break;
+    case OPT_QUIET: opt->quiet = true; break;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error(command, "unknown option");
+  }
+  return code;
+}
+
+static const md_opt_group groups[] = {{eval_table, take_option}, {NULL, NULL}};
+
+const md_opt_command md_eval_command = {"eval", groups, print_help, 0};
+
 /* Returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, options *opt) {
   memset(opt, 0, sizeof *opt);
   md_eval_options_init(&opt->eval);
   md_eval_options *o = &opt->eval;
-  opterr = 0;
-  optind = 1;
-  int c, code = -1;
-  long value = 0;
-  while ((c = getopt_long(argc, argv, ":o:qh", long_options, NULL)) != -1) {
-    switch (c) {
-      case OPT_MODEL: o->model_dir = optarg; break;
-      case OPT_TRACES: o->traces_path = optarg; break;
-      case OPT_CONFIG: o->config_path = optarg; break;
-      case 'o': opt->out = optarg; break;
-      case OPT_POLICIES: code = parse_policies(optarg, o); break;
-      case OPT_BUDGET: code = parse_budgets(optarg, o); break;
-      case OPT_PAGE_SIZE:
-        if ((code = parse_count("--page-size", optarg, 1, 1 << 20, &value)) < 0) o->page_size = (int)value;
-        break;
-      case OPT_PLOT: opt->plot = optarg; break;
-      case OPT_DEVICE: o->device = optarg; break;
-      case OPT_THREADS:
-        if ((code = parse_count("--threads", optarg, 0, 4096, &value)) < 0) o->threads = (int)value;
-        break;
-      case OPT_EXACT_GEMM: o->exact_gemm = true; break;
-      case OPT_MAX_ANSWER:
-        if ((code = parse_count("--max-answer-tokens", optarg, 1, 4096, &value)) < 0)
-          o->max_answer_tokens = (size_t)value;
-        break;
-      case OPT_MAX_EPISODES:
-        if ((code = parse_count("--max-episodes", optarg, 1, 1L << 30, &value)) < 0)
-          o->max_episodes = (size_t)value;
-        break;
-      case OPT_SEED:
-        if ((code = parse_count("--seed", optarg, 0, 1L << 53, &value)) < 0) o->seed = (uint64_t)value;
-        break;
-      case OPT_SKIP_INVALID: o->skip_invalid = true; break;
-      case OPT_REPRODUCIBLE: opt->reproducible = true; break;
-      case 'q': opt->quiet = true; break;
-      case 'h': print_help(stdout); return MD_EXIT_OK;
-      case ':': return md_cli_usage_error(command, "option '%s' needs a value", argv[optind - 1]);
-      default: return md_cli_usage_error(command, "unknown option '%s'", argv[optind - 1]);
-    }
-    if (code >= 0) return code;
-  }
-  if (optind < argc) return md_cli_usage_error(command, "unexpected argument '%s'", argv[optind]);
+  char **args;
+  int n_args;
+  int code = md_opt_parse_or_report(&md_eval_command, opt, argc, argv, &args, &n_args);
+  if (code >= 0) return code;
+  if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
   if (!o->model_dir || !o->traces_path || !o->config_path || !opt->out)
     return md_cli_usage_error(command, "--model, --traces, --config and -o are required");
   return -1;

@@ -1,12 +1,12 @@
 /* memdecay-calibrate extract: collector run directories in (one, the shards
  * of a sharded collection, or runs to pool), the events CSV and the
  * calibration sidecar out (calib/extract_job.h does the work). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "calib/extract_job.h"
 #include "calib/extract_options.h"
 #include "calib/fit_options.h"
@@ -82,40 +82,65 @@ static void print_help(FILE *out) {
       out);
 }
 
-enum {
-  OPT_CALIBRATION = 256,
-  OPT_ALLOW_INCOMPLETE,
-  OPT_ALLOW_PARTIAL,
-  OPT_PLOT,
-  OPT_PLOT_LOG_TIME,
-  OPT_REPRODUCIBLE,
-  OPT_EXTRACT_FIRST = 300, /* calib/extract_options.h: estimand, tau, ... */
-};
-
 typedef struct extract_options {
   md_extract_job job;
   md_pin_override *pins;
 } extract_options;
 
+enum {
+  OPT_OUTPUT,
+  OPT_CALIBRATION,
+  OPT_ALLOW_INCOMPLETE,
+  OPT_ALLOW_PARTIAL,
+  OPT_PLOT,
+  OPT_PLOT_LOG_TIME,
+  OPT_REPRODUCIBLE,
+  OPT_QUIET,
+  OPT_HELP,
+};
+
+static const md_opt own_options[] = {
+    {"output", 'o', OPT_OUTPUT, "FILE"},
+    {"calibration", 0, OPT_CALIBRATION, "FILE"},
+    {"allow-incomplete", 0, OPT_ALLOW_INCOMPLETE, NULL},
+    {"allow-partial", 0, OPT_ALLOW_PARTIAL, NULL},
+    {"plot", 0, OPT_PLOT, "FILE"},
+    {"plot-log-time", 0, OPT_PLOT_LOG_TIME, NULL},
+    {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
+};
+
 /* Handles one option; returns -1 to go on, or an exit code. */
-static int take_option(int code, const char *value, const char *arg, extract_options *options) {
-  md_extract_job *job = &options->job;
-  if (code >= OPT_EXTRACT_FIRST)
-    return md_extract_option(code - OPT_EXTRACT_FIRST, value, "extract", job, options->pins);
-  switch (code) {
-    case 'o': job->events_path = value; return -1;
+static int take_own(void *context, const md_opt *opt, const char *value) {
+  md_extract_job *job = &((extract_options *)context)->job;
+  switch (opt->id) {
+    case OPT_OUTPUT: job->events_path = value; return -1;
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
     case OPT_ALLOW_INCOMPLETE: job->allow_incomplete = true; return -1;
     case OPT_ALLOW_PARTIAL: job->allow_partial = true; return -1;
     case OPT_PLOT: return md_fit_option_plot("extract", value, &job->plot);
     case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
-    case 'q': job->quiet = true; return -1;
-    case 'h': print_help(stdout); return MD_EXIT_OK;
-    case ':': return md_cli_usage_error("extract", "option '%s' needs a value", arg);
-    default: return md_cli_usage_error("extract", "unknown option '%s'", arg);
+    case OPT_QUIET: job->quiet = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error("extract", "unknown option");
   }
 }
+
+static int take_extract(void *context, const md_opt *opt, const char *value) {
+  extract_options *options = context;
+  return md_extract_option("extract", opt, value, &options->job, options->pins);
+}
+
+static const md_opt_group groups[] = {
+    {own_options, take_own},
+    {md_extract_option_table, take_extract},
+    {NULL, NULL},
+};
+
+const md_opt_command md_extract_command = {"extract", groups, print_help, 0};
 
 static int parse_options(int argc, char **argv, extract_options *options) {
   md_extract_job *job = &options->job;
@@ -123,31 +148,16 @@ static int parse_options(int argc, char **argv, extract_options *options) {
   options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
   if (!options->pins) return MD_EXIT_FAILURE;
   job->settings.pins = options->pins;
-  struct option long_options[32] = {
-      {"output", required_argument, NULL, 'o'},
-      {"calibration", required_argument, NULL, OPT_CALIBRATION},
-      {"allow-incomplete", no_argument, NULL, OPT_ALLOW_INCOMPLETE},
-      {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
-      {"plot", required_argument, NULL, OPT_PLOT},
-      {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
-      {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-  };
-  md_extract_long_options(long_options + 9, OPT_EXTRACT_FIRST);
-  opterr = 0;
-  optind = 1;
-  int code;
-  while ((code = getopt_long(argc, argv, ":o:qh", long_options, NULL)) != -1) {
-    int exit_code = take_option(code, optarg, argv[optind - 1], options);
-    if (exit_code >= 0) return exit_code;
-  }
-  if (optind >= argc) return md_cli_usage_error("extract", "no run directory given");
+  char **args;
+  int n_args;
+  int exit_code = md_opt_parse_or_report(&md_extract_command, options, argc, argv, &args, &n_args);
+  if (exit_code >= 0) return exit_code;
+  if (n_args == 0) return md_cli_usage_error("extract", "no run directory given");
   if (!job->events_path) return md_cli_usage_error("extract", "no output given (-o EVENTS.csv)");
   if (!strcmp(job->events_path, "-"))
     return md_cli_usage_error("extract", "-o must name a file (the sidecar goes beside it)");
-  job->run_dirs = (const char *const *)(argv + optind);
-  job->n_run_dirs = (size_t)(argc - optind);
+  job->run_dirs = (const char *const *)args;
+  job->n_run_dirs = (size_t)n_args;
   job->progress = !job->quiet && md_cli_stderr_is_tty();
   return -1;
 }

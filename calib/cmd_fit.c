@@ -1,10 +1,10 @@
 /* memdecay-calibrate fit: events CSV in, memdecay.json out (plus, on
  * request, the Kaplan-Meier curves as CSV and a figure). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "calib/fit_job.h"
 #include "calib/fit_options.h"
 #include "md_build_config.h"
@@ -66,58 +66,47 @@ static void print_help(FILE *out) {
       out);
 }
 
-enum {
-  OPT_LEVEL = 256,
-  OPT_BAND,
-  OPT_PIN,
-  OPT_NO_PIN,
-  OPT_PRIORS,
-  OPT_KM_CSV,
-  OPT_PLOT,
-  OPT_PLOT_LOG_TIME,
-  OPT_REPRODUCIBLE,
-  OPT_CALIBRATION,
-};
+enum { OPT_OUTPUT, OPT_PIN, OPT_NO_PIN, OPT_CALIBRATION, OPT_REPRODUCIBLE, OPT_QUIET, OPT_HELP };
 
-static const struct option long_options[] = {
-    {"output", required_argument, NULL, 'o'},
-    {"level", required_argument, NULL, OPT_LEVEL},
-    {"band", required_argument, NULL, OPT_BAND},
-    {"pin", required_argument, NULL, OPT_PIN},
-    {"no-pin", required_argument, NULL, OPT_NO_PIN},
-    {"priors", required_argument, NULL, OPT_PRIORS},
-    {"calibration", required_argument, NULL, OPT_CALIBRATION},
-    {"km-csv", required_argument, NULL, OPT_KM_CSV},
-    {"plot", required_argument, NULL, OPT_PLOT},
-    {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
-    {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+static const md_opt own_options[] = {
+    {"output", 'o', OPT_OUTPUT, "FILE"},
+    {"pin", 0, OPT_PIN, "REGION"},
+    {"no-pin", 0, OPT_NO_PIN, "REGION"},
+    {"calibration", 0, OPT_CALIBRATION, "FILE"},
+    {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
 };
 
 /* Handles one option; returns -1 to go on, or an exit code. */
-static int take_option(int code, const char *value, const char *arg, fit_options *options) {
+static int take_own(void *context, const md_opt *opt, const char *value) {
+  fit_options *options = context;
   md_fit_job *job = &options->job;
-  switch (code) {
-    case 'o': job->output = value; return -1;
-    case OPT_LEVEL: return md_fit_option_level("fit", value, &job->settings);
-    case OPT_BAND: return md_fit_option_band("fit", value, &job->settings);
+  switch (opt->id) {
+    case OPT_OUTPUT: job->output = value; return -1;
     case OPT_PIN:
     case OPT_NO_PIN:
-      return md_fit_option_pin("fit", value, code == OPT_PIN, &job->settings, options->pins);
-    case OPT_PRIORS: job->priors_path = value; return -1;
+      return md_fit_option_pin("fit", value, opt->id == OPT_PIN, &job->settings, options->pins);
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
-    case OPT_KM_CSV: job->km_csv = value; return -1;
-    case OPT_PLOT: return md_fit_option_plot("fit", value, &job->plot);
-    case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
-    case 'q': job->quiet = true; return -1;
-    case 'h': print_help(stdout); return MD_EXIT_OK;
-    case ':': return md_cli_usage_error("fit", "option '%s' needs a value", arg);
-    default: return md_cli_usage_error("fit", "unknown option '%s'", arg);
+    case OPT_QUIET: job->quiet = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error("fit", "unknown option");
   }
 }
+
+static int take_fit(void *context, const md_opt *opt, const char *value) {
+  return md_fit_option("fit", opt, value, &((fit_options *)context)->job);
+}
+
+static const md_opt_group groups[] = {
+    {own_options, take_own},
+    {md_fit_option_table, take_fit},
+    {NULL, NULL},
+};
+
+const md_opt_command md_fit_command = {"fit", groups, print_help, 0};
 
 /* Returns -1 when the run should go on, else the exit code. */
 static int parse_options(int argc, char **argv, fit_options *options) {
@@ -128,16 +117,13 @@ static int parse_options(int argc, char **argv, fit_options *options) {
   options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
   if (!options->pins) return MD_EXIT_FAILURE;
   job->settings.pins = options->pins;
-  opterr = 0;
-  optind = 1;
-  int code;
-  while ((code = getopt_long(argc, argv, ":o:qh", long_options, NULL)) != -1) {
-    int exit_code = take_option(code, optarg, argv[optind - 1], options);
-    if (exit_code >= 0) return exit_code;
-  }
-  if (optind >= argc) return md_cli_usage_error("fit", "no events file given");
-  job->inputs = (const char *const *)argv + optind;
-  job->n_inputs = (size_t)(argc - optind);
+  char **args;
+  int n_args;
+  int exit_code = md_opt_parse_or_report(&md_fit_command, options, argc, argv, &args, &n_args);
+  if (exit_code >= 0) return exit_code;
+  if (n_args == 0) return md_cli_usage_error("fit", "no events file given");
+  job->inputs = (const char *const *)args;
+  job->n_inputs = (size_t)n_args;
   return -1;
 }
 

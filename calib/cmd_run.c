@@ -16,7 +16,6 @@
  * fits, with no model work. */
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 
 #include "calib/cli.h"
 #include "calib/collect_options.h"
+#include "calib/commands.h"
 #include "calib/extract_job.h"
 #include "calib/extract_options.h"
 #include "calib/fit_job.h"
@@ -45,7 +45,6 @@ typedef struct run_options {
   md_pin_override *pins;      /* shared by extract and fit */
   const char *output;
   const char *workdir;
-  const char *priors_path;
   bool quiet;
   bool merge_shards;          /* --merge-shards: extract WORKDIR/shards/ and fit */
   bool made_workdir;          /* removed again when collect refuses its inputs */
@@ -134,118 +133,92 @@ static void print_help(FILE *out) {
 }
 
 enum {
-  OPT_MODEL = 256,
+  OPT_MODEL,
   OPT_TRACES,
+  OPT_OUTPUT,
   OPT_WORKDIR,
   OPT_RESUME,
   OPT_SKIP_INVALID,
-  OPT_PRIORS,
-  OPT_LEVEL,
-  OPT_BAND,
-  OPT_KM_CSV,
-  OPT_PLOT,
-  OPT_PLOT_LOG_TIME,
   OPT_REPRODUCIBLE,
-  OPT_COLLECT,            /* a collect option: its name is looked up */
-  OPT_COLLECT_FLAG,       /* a collect flag (no value): its name is looked up */
   OPT_MERGE_SHARDS,
   OPT_ALLOW_PARTIAL,
-  OPT_EXTRACT_FIRST = 300, /* calib/extract_options.h */
+  OPT_QUIET,
+  OPT_HELP,
 };
 
-static const char *const collect_names[] = {"device",    "threads",   "layers",       "heads",
-                                            "page-size", "max-steps", "max-episodes", "shard"};
-enum { n_collect = sizeof collect_names / sizeof collect_names[0] };
+static const md_opt own_options[] = {
+    {"model", 0, OPT_MODEL, "DIR"},
+    {"traces", 0, OPT_TRACES, "FILE"},
+    {"output", 'o', OPT_OUTPUT, "FILE"},
+    {"workdir", 0, OPT_WORKDIR, "DIR"},
+    {"resume", 0, OPT_RESUME, NULL},
+    {"skip-invalid", 0, OPT_SKIP_INVALID, NULL},
+    {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"merge-shards", 0, OPT_MERGE_SHARDS, NULL},
+    {"allow-partial", 0, OPT_ALLOW_PARTIAL, NULL},
+    {"quiet", 'q', OPT_QUIET, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
+};
 
-static void long_options(struct option *o) {
-  const struct option own[] = {
-      {"model", required_argument, NULL, OPT_MODEL},
-      {"traces", required_argument, NULL, OPT_TRACES},
-      {"output", required_argument, NULL, 'o'},
-      {"workdir", required_argument, NULL, OPT_WORKDIR},
-      {"resume", no_argument, NULL, OPT_RESUME},
-      {"skip-invalid", no_argument, NULL, OPT_SKIP_INVALID},
-      {"priors", required_argument, NULL, OPT_PRIORS},
-      {"level", required_argument, NULL, OPT_LEVEL},
-      {"band", required_argument, NULL, OPT_BAND},
-      {"km-csv", required_argument, NULL, OPT_KM_CSV},
-      {"plot", required_argument, NULL, OPT_PLOT},
-      {"plot-log-time", no_argument, NULL, OPT_PLOT_LOG_TIME},
-      {"reproducible", no_argument, NULL, OPT_REPRODUCIBLE},
-      {"merge-shards", no_argument, NULL, OPT_MERGE_SHARDS},
-      {"allow-partial", no_argument, NULL, OPT_ALLOW_PARTIAL},
-      {"exact-gemm", no_argument, NULL, OPT_COLLECT_FLAG},
-      {"cuda-graphs", no_argument, NULL, OPT_COLLECT_FLAG},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-  };
-  size_t n = sizeof own / sizeof own[0];
-  memcpy(o, own, sizeof own);
-  for (size_t i = 0; i < n_collect; i++)
-    o[n + i] = (struct option){collect_names[i], required_argument, NULL, OPT_COLLECT};
-  md_extract_long_options(o + n + n_collect, OPT_EXTRACT_FIRST);
+/* Which stage an option belongs to, for --shard (collect only) and
+ * --merge-shards (extract and fit only): the first of each is named in
+ * messages. */
+static void note_collect(run_options *r, const md_opt *opt) {
+  if (!r->collect_option) r->collect_option = opt->name;
 }
 
-static int fit_option(int code, const char *value, run_options *r) {
-  md_fit_settings *settings = &r->fit.settings;
-  switch (code) {
-    case OPT_LEVEL: return md_fit_option_level(command, value, settings);
-    case OPT_BAND: return md_fit_option_band(command, value, settings);
-    case OPT_PLOT: return md_fit_option_plot(command, value, &r->fit.plot);
-    case OPT_KM_CSV: r->fit.km_csv = value; return -1;
-    case OPT_PLOT_LOG_TIME: r->fit.plot_log_time = true; return -1;
-    case OPT_PRIORS: r->priors_path = value; return -1;
+static void note_finish(run_options *r, const md_opt *opt) {
+  if (!r->finish_option) r->finish_option = opt->name;
+}
+
+/* Handles one option; returns -1 to go on, or an exit code. */
+static int take_own(void *context, const md_opt *opt, const char *value) {
+  run_options *r = context;
+  switch (opt->id) {
+    case OPT_MODEL: r->collect.model_dir = value; return -1;
+    case OPT_TRACES: r->collect.traces_path = value; return -1;
+    case OPT_OUTPUT: r->output = value; return -1;
+    case OPT_WORKDIR: r->workdir = value; return -1;
+    case OPT_RESUME: note_collect(r, opt); r->collect.resume = true; return -1;
+    case OPT_SKIP_INVALID: note_collect(r, opt); r->collect.skip_invalid = true; return -1;
+    case OPT_REPRODUCIBLE: r->collect.reproducible = true; return -1;
+    case OPT_MERGE_SHARDS: r->merge_shards = true; return -1;
+    case OPT_ALLOW_PARTIAL: note_finish(r, opt); r->extract.allow_partial = true; return -1;
+    case OPT_QUIET: r->quiet = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
     default: return md_cli_usage_error(command, "unknown option");
   }
 }
 
-/* Handles one option; returns -1 to go on, or an exit code. */
-/* Which stage an option belongs to, for --shard (collect only) and
- * --merge-shards (extract and fit only). */
-static void note_stage(int code, const char *name, run_options *r) {
-  if (!name) return;
-  bool collect = code == OPT_RESUME || code == OPT_SKIP_INVALID || code == OPT_COLLECT_FLAG ||
-                 (code == OPT_COLLECT && strcmp(name, "shard") != 0);
-  bool finish = code >= OPT_EXTRACT_FIRST || code == OPT_PRIORS || code == OPT_LEVEL ||
-                code == OPT_BAND || code == OPT_KM_CSV || code == OPT_PLOT ||
-                code == OPT_PLOT_LOG_TIME || code == OPT_ALLOW_PARTIAL;
-  if (collect && !r->collect_option) r->collect_option = name;
-  if (finish && !r->finish_option) r->finish_option = name;
+static int take_collect(void *context, const md_opt *opt, const char *value) {
+  run_options *r = context;
+  if (opt->id != MD_COLLECT_OPT_SHARD) note_collect(r, opt);
+  return md_collect_option(command, opt, value, &r->collect);
 }
 
-static int take_option(int code, const char *name, const char *value, const char *arg,
-                       run_options *r) {
-  note_stage(code, name, r);
-  if (code >= OPT_EXTRACT_FIRST)
-    return md_extract_option(code - OPT_EXTRACT_FIRST, value, command, &r->extract, r->pins);
-  switch (code) {
-    case OPT_MODEL: r->collect.model_dir = value; return -1;
-    case OPT_TRACES: r->collect.traces_path = value; return -1;
-    case 'o': r->output = value; return -1;
-    case OPT_WORKDIR: r->workdir = value; return -1;
-    case OPT_RESUME: r->collect.resume = true; return -1;
-    case OPT_SKIP_INVALID: r->collect.skip_invalid = true; return -1;
-    case OPT_REPRODUCIBLE: r->collect.reproducible = true; return -1;
-    case OPT_MERGE_SHARDS: r->merge_shards = true; return -1;
-    case OPT_ALLOW_PARTIAL: r->extract.allow_partial = true; return -1;
-    case OPT_COLLECT: {
-      char option[64];
-      snprintf(option, sizeof option, "--%s", name);
-      return md_collect_option(command, option, value, &r->collect);
-    }
-    case OPT_COLLECT_FLAG: {
-      char flag[64];
-      snprintf(flag, sizeof flag, "--%s", name);
-      md_collect_flag(flag, &r->collect);
-      return -1;
-    }
-    case 'q': r->quiet = true; return -1;
-    case 'h': print_help(stdout); return MD_EXIT_OK;
-    case ':': return md_cli_usage_error(command, "option '%s' needs a value", arg);
-    case '?': return md_cli_usage_error(command, "unknown option '%s'", arg);
-    default: return fit_option(code, value, r);
-  }
+static int take_extract(void *context, const md_opt *opt, const char *value) {
+  run_options *r = context;
+  note_finish(r, opt);
+  return md_extract_option(command, opt, value, &r->extract, r->pins);
 }
+
+static int take_fit(void *context, const md_opt *opt, const char *value) {
+  run_options *r = context;
+  note_finish(r, opt);
+  return md_fit_option(command, opt, value, &r->fit);
+}
+
+/* run = its own options + collect's + extract's + fit's. */
+static const md_opt_group groups[] = {
+    {own_options, take_own},
+    {md_collect_option_table, take_collect},
+    {md_extract_option_table, take_extract},
+    {md_fit_option_table, take_fit},
+    {NULL, NULL},
+};
+
+const md_opt_command md_run_command = {"run", groups, print_help, 0};
 
 /* "DIR/memdecay.json" -> "DIR/memdecay.run"; other names get ".run" appended. */
 static char *default_workdir(const char *output) {
@@ -316,18 +289,11 @@ static int parse_options(int argc, char **argv, run_options *r) {
   if (!r->pins) return MD_EXIT_FAILURE;
   r->extract.settings.pins = r->pins;
   r->fit.settings = r->extract.settings; /* level, band, pins */
-  struct option options[48] = {{0}};
-  long_options(options);
-  opterr = 0;
-  optind = 1;
-  int code, index = 0;
-  while ((code = getopt_long(argc, argv, ":o:qh", options, &index)) != -1) {
-    /* the long option's name (index is set for long options only) */
-    const char *name = code >= OPT_MODEL && code != '?' ? options[index].name : NULL;
-    int exit_code = take_option(code, name, optarg, argv[optind - 1], r);
-    if (exit_code >= 0) return exit_code;
-  }
-  if (optind < argc) return md_cli_usage_error(command, "unexpected argument '%s'", argv[optind]);
+  char **args;
+  int n_args;
+  int exit_code = md_opt_parse_or_report(&md_run_command, r, argc, argv, &args, &n_args);
+  if (exit_code >= 0) return exit_code;
+  if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
   return check_required(r);
 }
 
@@ -420,7 +386,6 @@ static int fit_stage(run_options *r) {
   job->inputs = inputs;
   job->n_inputs = 1;
   job->output = r->output;
-  job->priors_path = r->priors_path;
   job->calibration_path = r->calibration;
   job->reproducible = r->collect.reproducible;
   job->quiet = r->quiet;
@@ -432,7 +397,7 @@ static int fit_stage(run_options *r) {
 /* extract must pin as fit will: the priors file's "pinned" entries too. */
 static int load_priors(const run_options *r, md_priors *priors) {
   md_error err = {0};
-  if (r->priors_path && md_priors_read(r->priors_path, priors, &err) != MD_OK)
+  if (r->fit.priors_path && md_priors_read(r->fit.priors_path, priors, &err) != MD_OK)
     return md_cli_report_input(&err);
   return -1;
 }

@@ -8,6 +8,7 @@
 #include <utf8proc.h>
 
 #include "calib/cli.h"
+#include "calib/commands.h"
 #include "collector/tokenizer/tokenizer.h"
 
 static const char command[] = "tokenize";
@@ -62,45 +63,47 @@ static void print_help(FILE *out) {
       "the line); 3 when the output cannot be written.\n");
 }
 
-/* Returns the value of option `name` at argv[*i] ("--name VALUE" or "--name=VALUE"), NULL
- * when argv[*i] is not that option, and sets *missing when the value is absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing) {
-  size_t n = strlen(name);
-  if (strncmp(argv[*i], name, n) != 0) return NULL;
-  if (argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (argv[*i][n] != '\0') return NULL;
-  if (*i + 1 >= argc) {
-    *missing = true;
-    return NULL;
+enum { OPT_MODEL, OPT_TOKENIZER, OPT_NO_PIECES, OPT_NO_OFFSETS, OPT_VOCAB_PIECES, OPT_HELP };
+
+static const md_opt tokenize_table[] = {
+    {"model", 0, OPT_MODEL, "DIR"},
+    {"tokenizer", 0, OPT_TOKENIZER, "FILE"},
+    {"no-pieces", 0, OPT_NO_PIECES, NULL},
+    {"no-offsets", 0, OPT_NO_OFFSETS, NULL},
+    {"vocab-pieces", 0, OPT_VOCAB_PIECES, NULL},
+    {"help", 'h', OPT_HELP, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+/* Handles one option; returns -1 to go on, else the exit code. */
+static int take_option(void *context, const md_opt *option, const char *value) {
+  options *opt = context;
+  switch (option->id) {
+    case OPT_MODEL: opt->model_dir = value; return -1;
+    case OPT_TOKENIZER: opt->tokenizer_path = value; return -1;
+    case OPT_NO_PIECES: opt->pieces = false; return -1;
+    case OPT_NO_OFFSETS: opt->offsets = false; return -1;
+    case OPT_VOCAB_PIECES: opt->vocab_pieces = true; return -1;
+    case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
+    default: return md_cli_usage_error(command, "unknown option");
   }
-  return argv[++*i];
 }
+
+static const md_opt_group groups[] = {{tokenize_table, take_option}, {NULL, NULL}};
+
+/* "unexpected argument '--x'" and "option --x needs a value", as its tests
+ * check. */
+const md_opt_command md_tokenize_command = {
+    "tokenize", groups, print_help, MD_OPT_KEEP_UNKNOWN_WORDING | MD_OPT_KEEP_NEEDS_VALUE_WORDING};
 
 /* Parses the options; returns -1 to go on, else the exit code. */
 static int parse_options(int argc, char **argv, options *opt) {
   *opt = (options){.pieces = true, .offsets = true};
-  for (int i = 1; i < argc; i++) {
-    bool missing = false;
-    const char *value;
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      print_help(stdout);
-      return MD_EXIT_OK;
-    } else if ((value = option_value(argc, argv, &i, "--model", &missing))) {
-      opt->model_dir = value;
-    } else if ((value = option_value(argc, argv, &i, "--tokenizer", &missing))) {
-      opt->tokenizer_path = value;
-    } else if (missing) {
-      return md_cli_usage_error(command, "option %s needs a value", argv[i]);
-    } else if (!strcmp(argv[i], "--no-pieces")) {
-      opt->pieces = false;
-    } else if (!strcmp(argv[i], "--no-offsets")) {
-      opt->offsets = false;
-    } else if (!strcmp(argv[i], "--vocab-pieces")) {
-      opt->vocab_pieces = true;
-    } else {
-      return md_cli_usage_error(command, "unexpected argument '%s'", argv[i]);
-    }
-  }
+  char **args;
+  int n_args;
+  int code = md_opt_parse_or_report(&md_tokenize_command, opt, argc, argv, &args, &n_args);
+  if (code >= 0) return code;
+  if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
   if (!opt->model_dir == !opt->tokenizer_path)
     return md_cli_usage_error(command, "give one of --model DIR or --tokenizer FILE");
   return -1;

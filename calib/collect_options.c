@@ -29,41 +29,59 @@ static int parse_count(const char *command, const char *option, const char *text
                             min, max, text);
 }
 
-int md_collect_option(const char *command, const char *name, const char *value,
+const md_opt md_collect_option_table[] = {
+    {"device", 0, MD_COLLECT_OPT_DEVICE, "NAME"},
+    {"threads", 0, MD_COLLECT_OPT_THREADS, "N"},
+    {"exact-gemm", 0, MD_COLLECT_OPT_EXACT_GEMM, NULL},
+    {"cuda-graphs", 0, MD_COLLECT_OPT_CUDA_GRAPHS, NULL},
+    {"layers", 0, MD_COLLECT_OPT_LAYERS, "A:B"},
+    {"heads", 0, MD_COLLECT_OPT_HEADS, "mean|max"},
+    {"page-size", 0, MD_COLLECT_OPT_PAGE_SIZE, "N"},
+    {"max-steps", 0, MD_COLLECT_OPT_MAX_STEPS, "N"},
+    {"max-episodes", 0, MD_COLLECT_OPT_MAX_EPISODES, "N"},
+    {"shard", 0, MD_COLLECT_OPT_SHARD, "K/N"},
+    {NULL, 0, 0, NULL},
+};
+
+int md_collect_option(const char *command, const md_opt *opt, const char *value,
                       md_collect_options *c) {
   long n = 0;
   int code = -1;
-  if (!strcmp(name, "--device")) c->device = value;
-  else if (!strcmp(name, "--threads")) {
-    if ((code = parse_count(command, name, value, 1, 4096, &n)) < 0) c->threads = (int)n;
-  } else if (!strcmp(name, "--page-size")) {
-    if ((code = parse_count(command, name, value, 1, 1 << 20, &n)) < 0) c->page_size = (int)n;
-  } else if (!strcmp(name, "--max-steps")) {
-    if ((code = parse_count(command, name, value, 1, 1L << 30, &n)) < 0) c->max_steps = (size_t)n;
-  } else if (!strcmp(name, "--max-episodes")) {
-    if ((code = parse_count(command, name, value, 1, 1L << 40, &n)) < 0)
-      c->max_episodes = (size_t)n;
-  } else if (!strcmp(name, "--shard")) {
-    md_error err = {0};
-    if (md_shard_parse(value, &c->shard, &err) != MD_OK)
-      code = md_cli_usage_error(command, "--shard: %s", err.message);
-  } else if (!strcmp(name, "--heads")) {
-    if (!strcmp(value, "mean")) c->heads = MD_CAPTURE_HEADS_MEAN;
-    else if (!strcmp(value, "max")) c->heads = MD_CAPTURE_HEADS_MAX;
-    else code = md_cli_usage_error(command, "--heads must be mean or max, not '%s'", value);
-  } else if (!strcmp(name, "--layers")) {
-    if (!parse_layers(value, &c->layer_begin, &c->layer_end))
-      code = md_cli_usage_error(command, "--layers must be A:B (layers A to B-1, counted from 0), "
-                                "A: or :B, not '%s'", value);
-  } else {
-    code = -2;
+  switch (opt->id) {
+    case MD_COLLECT_OPT_DEVICE: c->device = value; break;
+    case MD_COLLECT_OPT_THREADS:
+      if ((code = parse_count(command, "--threads", value, 1, 4096, &n)) < 0) c->threads = (int)n;
+      break;
+    case MD_COLLECT_OPT_PAGE_SIZE:
+      if ((code = parse_count(command, "--page-size", value, 1, 1 << 20, &n)) < 0)
+        c->page_size = (int)n;
+      break;
+    case MD_COLLECT_OPT_MAX_STEPS:
+      if ((code = parse_count(command, "--max-steps", value, 1, 1L << 30, &n)) < 0)
+        c->max_steps = (size_t)n;
+      break;
+    case MD_COLLECT_OPT_MAX_EPISODES:
+      if ((code = parse_count(command, "--max-episodes", value, 1, 1L << 40, &n)) < 0)
+        c->max_episodes = (size_t)n;
+      break;
+    case MD_COLLECT_OPT_SHARD: {
+      md_error err = {0};
+      if (md_shard_parse(value, &c->shard, &err) != MD_OK)
+        code = md_cli_usage_error(command, "--shard: %s", err.message);
+      break;
+    }
+    case MD_COLLECT_OPT_HEADS:
+      if (!strcmp(value, "mean")) c->heads = MD_CAPTURE_HEADS_MEAN;
+      else if (!strcmp(value, "max")) c->heads = MD_CAPTURE_HEADS_MAX;
+      else code = md_cli_usage_error(command, "--heads must be mean or max, not '%s'", value);
+      break;
+    case MD_COLLECT_OPT_LAYERS:
+      if (!parse_layers(value, &c->layer_begin, &c->layer_end))
+        code = md_cli_usage_error(command, "--layers must be A:B (layers A to B-1, counted from "
+                                  "0), A: or :B, not '%s'", value);
+      break;
+    case MD_COLLECT_OPT_EXACT_GEMM: c->exact_gemm = true; break;
+    case MD_COLLECT_OPT_CUDA_GRAPHS: c->cuda_graphs = true; break;
   }
   return code;
-}
-
-bool md_collect_flag(const char *name, md_collect_options *c) {
-  if (!strcmp(name, "--exact-gemm")) c->exact_gemm = true;
-  else if (!strcmp(name, "--cuda-graphs")) c->cuda_graphs = true;
-  else return false;
-  return true;
 }

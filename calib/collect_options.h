@@ -1,23 +1,33 @@
 /* The options of the collect stage that `collect` and `run` share (--device,
  * --threads, --layers, --heads, --page-size, --max-steps, --max-episodes,
- * --shard),
- * with one parser so that both validate them alike. */
+ * --shard, --exact-gemm, --cuda-graphs), with one parser so that both
+ * validate them alike. */
 #ifndef MD_CALIB_COLLECT_OPTIONS_H
 #define MD_CALIB_COLLECT_OPTIONS_H
 
-#include <stdbool.h>
-
+#include "calib/options.h"
 #include "collector/capture/collect.h"
 
-/* Applies option `name` ("--device", ...) with `value` to `options`.
- * Returns -1 when applied, an exit code after printing a usage error
- * (messages start with "memdecay-calibrate COMMAND:"), or -2 when `name` is
- * not one of these options. */
-int md_collect_option(const char *command, const char *name, const char *value,
-                      md_collect_options *options);
+enum {
+  MD_COLLECT_OPT_DEVICE,
+  MD_COLLECT_OPT_THREADS,
+  MD_COLLECT_OPT_LAYERS,
+  MD_COLLECT_OPT_HEADS,
+  MD_COLLECT_OPT_PAGE_SIZE,
+  MD_COLLECT_OPT_MAX_STEPS,
+  MD_COLLECT_OPT_MAX_EPISODES,
+  MD_COLLECT_OPT_SHARD,
+  MD_COLLECT_OPT_EXACT_GEMM,
+  MD_COLLECT_OPT_CUDA_GRAPHS,
+};
 
-/* Applies the shared flag `name` ("--exact-gemm", "--cuda-graphs") to
- * `options`; false when `name` is not one of them. */
-bool md_collect_flag(const char *name, md_collect_options *options);
+/* The table of these options (calib/options.h), ids MD_COLLECT_OPT_*. */
+extern const md_opt md_collect_option_table[];
+
+/* Applies `opt`, an entry of md_collect_option_table, with `value` to
+ * `options`. Returns -1 when applied, or the exit code after printing a usage
+ * error (messages start with "memdecay-calibrate COMMAND:"). */
+int md_collect_option(const char *command, const md_opt *opt, const char *value,
+                      md_collect_options *options);
 
 #endif

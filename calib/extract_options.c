@@ -5,8 +5,17 @@
 
 enum { ESTIMAND, TAU, GUARD, EWMA_BETA, QUANTILE, KAPPA_MEMORY, PIN, NO_PIN };
 
-static const char *const names[MD_EXTRACT_OPTION_COUNT] = {
-    "estimand", "tau", "guard", "ewma-beta", "quantile", "kappa-memory", "pin", "no-pin"};
+const md_opt md_extract_option_table[] = {
+    {"estimand", 0, ESTIMAND, "NAME"},
+    {"tau", 0, TAU, "T"},
+    {"guard", 0, GUARD, "N"},
+    {"ewma-beta", 0, EWMA_BETA, "B"},
+    {"quantile", 0, QUANTILE, "Q"},
+    {"kappa-memory", 0, KAPPA_MEMORY, "MIB"},
+    {"pin", 0, PIN, "REGION"},
+    {"no-pin", 0, NO_PIN, "REGION"},
+    {NULL, 0, 0, NULL},
+};
 
 void md_extract_job_defaults(md_extract_job *job, const char *command) {
   job->command = command;
@@ -16,16 +25,10 @@ void md_extract_job_defaults(md_extract_job *job, const char *command) {
   job->settings.band = MD_KM_BAND_LOG;
 }
 
-void md_extract_long_options(struct option *out, int first) {
-  for (int i = 0; i < MD_EXTRACT_OPTION_COUNT; i++)
-    out[i] = (struct option){names[i], required_argument, NULL, first + i};
-  out[MD_EXTRACT_OPTION_COUNT] = (struct option){NULL, 0, NULL, 0};
-}
-
-int md_extract_option(int id, const char *value, const char *command, md_extract_job *job,
-                      md_pin_override *pins) {
+int md_extract_option(const char *command, const md_opt *opt, const char *value,
+                      md_extract_job *job, md_pin_override *pins) {
   long number;
-  switch (id) {
+  switch (opt->id) {
     case ESTIMAND:
       if (!md_estimand_parse(value, &job->lifetimes.estimand))
         return md_cli_usage_error(command, "--estimand must be last-use or gap, got '%s'", value);
@@ -56,7 +59,7 @@ int md_extract_option(int id, const char *value, const char *command, md_extract
       job->norm.memory_bytes = (size_t)number << 20;
       return -1;
     case PIN:
-    case NO_PIN: return md_fit_option_pin(command, value, id == PIN, &job->settings, pins);
+    case NO_PIN: return md_fit_option_pin(command, value, opt->id == PIN, &job->settings, pins);
     default: return md_cli_usage_error(command, "unknown option");
   }
 }

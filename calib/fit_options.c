@@ -36,3 +36,27 @@ int md_fit_option_plot(const char *command, const char *value, const char **plot
   *plot = value;
   return -1;
 }
+
+enum { LEVEL, BAND, PRIORS, KM_CSV, PLOT, PLOT_LOG_TIME };
+
+const md_opt md_fit_option_table[] = {
+    {"level", 0, LEVEL, "P"},
+    {"band", 0, BAND, "TYPE"},
+    {"priors", 0, PRIORS, "FILE"},
+    {"km-csv", 0, KM_CSV, "FILE"},
+    {"plot", 0, PLOT, "FILE"},
+    {"plot-log-time", 0, PLOT_LOG_TIME, NULL},
+    {NULL, 0, 0, NULL},
+};
+
+int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_job *job) {
+  switch (opt->id) {
+    case LEVEL: return md_fit_option_level(command, value, &job->settings);
+    case BAND: return md_fit_option_band(command, value, &job->settings);
+    case PRIORS: job->priors_path = value; return -1;
+    case KM_CSV: job->km_csv = value; return -1;
+    case PLOT: return md_fit_option_plot(command, value, &job->plot);
+    case PLOT_LOG_TIME: job->plot_log_time = true; return -1;
+    default: return md_cli_usage_error(command, "unknown option");
+  }
+}

@@ -1,13 +1,16 @@
 /* The fit settings that fit, extract and run share on their command lines
  * (--level, --band, --pin/--no-pin, --plot), with one parser each so that
- * all three validate them alike. Each returns -1 when the value was taken,
- * or the exit code after printing a usage error ("memdecay-calibrate
- * COMMAND: ..."). */
+ * all three validate them alike, and the table of the fit stage's options
+ * that fit and run share. Each returns -1 when the value was taken, or the
+ * exit code after printing a usage error ("memdecay-calibrate COMMAND:
+ * ..."). */
 #ifndef MD_CALIB_FIT_OPTIONS_H
 #define MD_CALIB_FIT_OPTIONS_H
 
 #include <stdbool.h>
 
+#include "calib/fit_job.h"
+#include "calib/options.h"
 #include "fit/regions/fit_regions.h"
 
 /* --level P: a confidence level strictly between 0 and 1. */
@@ -23,5 +26,12 @@ int md_fit_option_pin(const char *command, const char *value, bool pinned,
 
 /* --plot FILE: a figure format we can write, judged by the extension. */
 int md_fit_option_plot(const char *command, const char *value, const char **plot);
+
+/* The options of the fit stage that fit and run share: --level, --band,
+ * --priors, --km-csv, --plot, --plot-log-time (calib/options.h). */
+extern const md_opt md_fit_option_table[];
+
+/* Applies `opt`, an entry of md_fit_option_table, with `value` to `job`. */
+int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_job *job);
 
 #endif
