@@ -7,28 +7,24 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-int md_cli_report(const md_error *err) {
-  fprintf(stderr, MD_PROGRAM ": %s\n", err->message[0] ? err->message : md_status_name(err->status));
-  switch (err->status) {
-    case MD_OK: return MD_EXIT_OK;
-    case MD_E_FORMAT:
-    case MD_E_INVALID:
-    case MD_E_UNSUPPORTED: return MD_EXIT_INPUT;
-    case MD_E_IO:
-    case MD_E_NOMEM:
-    case MD_E_NUMERIC:
-    case MD_E_DEVICE: return MD_EXIT_FAILURE;
+/* The one place where an error's kind becomes an exit code
+ * (memdecay-calibrate(1), EXIT STATUS). */
+int md_cli_exit_code(md_error_kind kind) {
+  switch (kind) {
+    case MD_KIND_NONE: return MD_EXIT_OK;
+    case MD_KIND_USAGE:
+    case MD_KIND_INPUT: return MD_EXIT_INPUT;
+    case MD_KIND_IO:
+    case MD_KIND_RESOURCE:
+    case MD_KIND_COMPUTE:
+    case MD_KIND_DEVICE: return MD_EXIT_FAILURE;
   }
   return MD_EXIT_FAILURE;
 }
 
-int md_cli_report_input(const md_error *err) {
-  int exit_code = md_cli_report(err);
-  return err->status == MD_E_NOMEM ? exit_code : MD_EXIT_INPUT;
-}
-
-int md_cli_report_run(const md_error *err, bool started) {
-  return started ? md_cli_report(err) : md_cli_report_input(err);
+int md_cli_report(const md_error *err) {
+  fprintf(stderr, MD_PROGRAM ": %s\n", err->message[0] ? err->message : md_status_name(err->status));
+  return md_cli_exit_code(err->kind);
 }
 
 int md_cli_usage_error(const char *command, const char *fmt, ...) {
@@ -38,7 +34,7 @@ int md_cli_usage_error(const char *command, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\nTry '" MD_PROGRAM " %s --help'.\n", command);
   va_end(ap);
-  return MD_EXIT_INPUT;
+  return md_cli_exit_code(MD_KIND_USAGE);
 }
 
 bool md_cli_parse_double(const char *text, double min, double max, double *out) {

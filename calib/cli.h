@@ -17,19 +17,14 @@ enum {
 
 #define MD_PROGRAM "memdecay-calibrate"
 
+/* The exit code of an error of `kind`: usage and input errors
+ * MD_EXIT_INPUT, the others MD_EXIT_FAILURE. Every exit code of a failure
+ * comes from here. */
+int md_cli_exit_code(md_error_kind kind);
+
 /* Prints "memdecay-calibrate: <message>" to stderr and returns the exit code
- * that matches the error's status. */
+ * of the error's kind (md_cli_exit_code). */
 int md_cli_report(const md_error *err);
-
-/* As md_cli_report, for errors met while reading the inputs: a file that is
- * missing, unreadable or malformed is invalid input (MD_EXIT_INPUT); only
- * running out of memory is a failure of the run. */
-int md_cli_report_input(const md_error *err);
-
-/* For a run that failed: errors before it got past its checks (started
- * false) are about the inputs or settings (md_cli_report_input), later ones
- * are failures of the run (md_cli_report). */
-int md_cli_report_run(const md_error *err, bool started);
 
 /* Prints "memdecay-calibrate <command>: <message>" plus a hint to run
  * --help, and returns MD_EXIT_INPUT. */

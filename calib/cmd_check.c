@@ -256,10 +256,10 @@ static void compare_configs(tally *t, const md_config_summary *golden,
 static int run(const check_options *options) {
   md_error err = {0};
   md_config_summary golden, fresh;
-  if (md_config_read(options->golden, &golden, &err) != MD_OK) return md_cli_report_input(&err);
+  if (md_config_read(options->golden, &golden, &err) != MD_OK) return md_cli_report(&err);
   if (md_config_read(options->fresh, &fresh, &err) != MD_OK) {
     md_config_summary_free(&golden);
-    return md_cli_report_input(&err);
+    return md_cli_report(&err);
   }
   tally t = {.quiet = options->quiet};
   printf("%-12s %-14s %-26s %-12s %8s  %s\n", "region", "quantity", "golden", "new", "change",
@@ -340,10 +340,10 @@ static void compare_eval(tally *t, const md_eval_results *golden, const md_eval_
 static int run_eval(const check_options *options) {
   md_error err = {0};
   md_eval_results golden, fresh;
-  if (md_eval_results_read(options->golden, &golden, &err) != MD_OK) return md_cli_report_input(&err);
+  if (md_eval_results_read(options->golden, &golden, &err) != MD_OK) return md_cli_report(&err);
   if (md_eval_results_read(options->fresh, &fresh, &err) != MD_OK) {
     md_eval_results_free(&golden);
-    return md_cli_report_input(&err);
+    return md_cli_report(&err);
   }
   tally t = {.quiet = options->quiet};
   printf("%-12s %-14s %-26s %-12s %8s  %s\n", "region", "policy@budget", "golden", "new",

@@ -145,16 +145,16 @@ int md_cmd_collect(int argc, char **argv) {
   int code = parse_options(argc, argv, &opt);
   if (code >= 0) return code;
   md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
-  md_progress_tracker state = {.bar = md_progress_new(&progress_options)};
-  opt.collect.progress = md_progress_tracker_collect;
-  opt.collect.on_warning = md_progress_tracker_warning;
-  opt.collect.context = &state;
+  md_progress *bar = md_progress_new(&progress_options);
+  opt.collect.progress = md_progress_collect;
+  opt.collect.on_warning = md_progress_warning;
+  opt.collect.context = bar;
   md_error err = {0};
   md_collect_summary summary;
   md_status status = md_collect(&opt.collect, &summary, &err);
-  md_progress_end(state.bar);
-  md_progress_free(state.bar);
-  if (status != MD_OK) return md_cli_report_run(&err, state.started);
+  md_progress_end(bar);
+  md_progress_free(bar);
+  if (status != MD_OK) return md_cli_report(&err);
   if (!opt.quiet && opt.collect.shard.count)
     fprintf(stderr, MD_PROGRAM " collect: shard %zu/%zu: %zu of the %zu episodes in %s\n",
             opt.collect.shard.index, opt.collect.shard.count, summary.episodes_total,

@@ -337,17 +337,16 @@ static int prepare_workdir(run_options *r) {
 }
 
 static int collect_stage(run_options *r, md_progress *bar) {
-  md_progress_tracker state = {.bar = bar};
   r->collect.out_dir = r->run_dir;
-  r->collect.progress = md_progress_tracker_collect;
-  r->collect.on_warning = md_progress_tracker_warning;
-  r->collect.context = &state;
+  r->collect.progress = md_progress_collect;
+  r->collect.on_warning = md_progress_warning;
+  r->collect.context = bar;
   md_error err = {0};
   md_collect_summary summary;
   md_status status = md_collect(&r->collect, &summary, &err);
   md_progress_end(bar);
   if (status == MD_OK) return -1;
-  if (state.started) return md_cli_report(&err);
+  if (summary.started) return md_cli_report(&err);
   /* Refused before any work: leave no empty work directory behind. */
   if (r->made_shards) {
     char *shards = join(r->workdir, "shards");
@@ -355,7 +354,7 @@ static int collect_stage(run_options *r, md_progress *bar) {
     free(shards);
   }
   if (r->made_workdir) rmdir(r->workdir);
-  return md_cli_report_input(&err);
+  return md_cli_report(&err);
 }
 
 static int extract_stage(run_options *r, md_progress *bar) {
@@ -398,7 +397,7 @@ static int fit_stage(run_options *r) {
 static int load_priors(const run_options *r, md_priors *priors) {
   md_error err = {0};
   if (r->fit.priors_path && md_priors_read(r->fit.priors_path, priors, &err) != MD_OK)
-    return md_cli_report_input(&err);
+    return md_cli_report(&err);
   return -1;
 }
 
@@ -463,14 +462,14 @@ static int expected_identity(run_options *r, char traces[MD_SHA256_HEX],
                              char config[MD_SHA256_HEX]) {
   md_error err = {0};
   if (r->collect.traces_path) {
-    if (md_sha256_file(r->collect.traces_path, traces, &err) != MD_OK) return md_cli_report_input(&err);
+    if (md_sha256_file(r->collect.traces_path, traces, &err) != MD_OK) return md_cli_report(&err);
     r->extract.expect_traces_sha256 = traces;
   }
   if (r->collect.model_dir) {
     char *path = join(r->collect.model_dir, "config.json");
     md_status s = path ? md_sha256_file(path, config, &err) : MD_E_NOMEM;
     free(path);
-    if (s != MD_OK) return md_cli_report_input(&err);
+    if (s != MD_OK) return md_cli_report(&err);
     r->extract.expect_config_sha256 = config;
   }
   return -1;

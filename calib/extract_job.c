@@ -29,7 +29,6 @@ typedef struct extract_state {
   md_events plot_events;         /* the rows again, in memory, for --plot */
   md_warnings warnings;
   size_t episodes_done;
-  bool write_failed;             /* the error is the output's, not the input's */
 } extract_state;
 
 char *md_extract_calibration_path(const char *events_path) {
@@ -45,32 +44,12 @@ char *md_extract_calibration_path(const char *events_path) {
 
 /* ---- the events CSV -------------------------------------------------------------- */
 
-static const char events_header[] = "region,time,event,entry,weight,episode,pos,page,token_id\n";
-
-/* RFC 4180: quoted (quotes doubled) only when the text needs it. */
-static void write_text_field(FILE *fp, const char *text) {
-  if (!strpbrk(text, ",\"\r\n")) {
-    fputs(text, fp);
-    return;
-  }
-  fputc('"', fp);
-  for (const char *c = text; *c; c++) {
-    if (*c == '"') fputc('"', fp);
-    fputc(*c, fp);
-  }
-  fputc('"', fp);
-}
-
 static md_status write_row(void *user, const md_event_row *row, md_error *err) {
   extract_state *st = user;
   FILE *fp = st->events_file.fp;
-  char time[MD_NUMBER_TEXT_MAX], entry[MD_NUMBER_TEXT_MAX], weight[MD_NUMBER_TEXT_MAX];
-  fprintf(fp, "%s,%s,%d,%s,%s,", row->region_name, md_format_shortest(time, row->time),
-          row->event, md_format_shortest(entry, row->entry), md_format_shortest(weight, row->weight));
-  write_text_field(fp, row->episode);
-  fprintf(fp, ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", row->pos, row->page, row->token_id);
+  md_events_write_row(fp, row->region_name, row->time, row->event, row->entry, row->weight,
+                      row->episode, row->pos, row->page, row->token_id);
   if (ferror(fp)) {
-    st->write_failed = true;
     return md_fail(err, MD_E_IO, "%s: write failed: %s", st->job->events_path, strerror(errno));
   }
   st->event_rows[row->region]++;
@@ -134,8 +113,7 @@ static md_status one_pass(extract_state *st, int pass, md_error *err) {
 
 static md_status measure(extract_state *st, md_error *err) {
   FILE *fp = st->events_file.fp;
-  if (fputs(events_header, fp) == EOF) {
-    st->write_failed = true;
+  if (fputs(MD_EVENTS_HEADER, fp) == EOF) {
     return md_fail(err, MD_E_IO, "%s: write failed", st->job->events_path);
   }
   md_status status = one_pass(st, 1, err);
@@ -160,7 +138,7 @@ static md_status set_up(extract_state *st, md_error *err) {
   st->pinned = calloc(n + 1, sizeof *st->pinned);
   st->event_rows = calloc(n + 1, sizeof *st->event_rows);
   if (!st->pinned || !st->event_rows) return md_fail(err, MD_E_NOMEM, "out of memory");
-  for (size_t i = 0; i < n; i++) st->pinned[i] = md_fit_region_pinned(st->set.regions[i], &job->settings);
+  for (size_t i = 0; i < n; i++) st->pinned[i] = md_regions_pinned(st->set.regions[i], &job->settings);
   st->table = (md_region_table){.n = n,
                                 .names = (const char *const *)st->set.regions,
                                 .pinned = st->pinned};
@@ -329,13 +307,13 @@ static md_status build_calibration(const extract_state *st, const md_attn_norm_r
 /* ---- outputs ----------------------------------------------------------------------- */
 
 static md_status draw(const extract_state *st, const md_calibration *calibration, md_error *err) {
-  md_fit_settings settings = st->job->settings;
+  md_regions_settings settings = st->job->settings;
   settings.calibration = NULL;  /* the figure's fits need only the rows */
-  md_fit_results results;
-  md_status status = md_fit_all(&st->plot_events, &settings, &results, err);
+  md_regions_results results;
+  md_status status = md_regions_fit_all(&st->plot_events, &settings, &results, err);
   if (status != MD_OK) return status;
-  status = md_fit_plot(&results, calibration, st->job->plot, st->job->plot_log_time, err);
-  md_fit_results_free(&results);
+  status = md_regions_plot(&results, calibration, st->job->plot, st->job->plot_log_time, err);
+  md_regions_results_free(&results);
   return status;
 }
 
@@ -428,16 +406,18 @@ int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
   md_error err = {0};
   char *calibration_path = job->calibration_path ? strdup(job->calibration_path)
                                                  : md_extract_calibration_path(job->events_path);
-  if (!calibration_path) return md_cli_report(&(md_error){MD_E_NOMEM, "out of memory"});
+  if (!calibration_path) {
+    md_fail(&err, MD_E_NOMEM, "out of memory");
+    return md_cli_report(&err);
+  }
   extract_state st = {.job = job};
   int exit_code;
   if (set_up(&st, &err) != MD_OK) {
-    exit_code = md_cli_report_input(&err);
-  } else if (md_atomic_open(&st.events_file, job->events_path, &err) != MD_OK) {
+    md_error_blame_input(&err);  /* the run directories and settings were being checked */
     exit_code = md_cli_report(&err);
-  } else if (measure(&st, &err) != MD_OK) {
-    /* A bad matrix or manifest row is the input's fault; a failed write is not. */
-    exit_code = st.write_failed ? md_cli_report(&err) : md_cli_report_input(&err);
+  } else if (md_atomic_open(&st.events_file, job->events_path, &err) != MD_OK ||
+             measure(&st, &err) != MD_OK) {
+    exit_code = md_cli_report(&err);
   } else {
     exit_code = finish(&st, calibration_path, outcome);
   }

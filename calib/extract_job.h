@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fit/regions/fit_regions.h"
+#include "fit/regions/region_fits.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/extract/attention_norm.h"
 
@@ -28,7 +28,7 @@ typedef struct md_extract_job {
   const char *calibration_path;    /* NULL: md_extract_calibration_path(events_path) */
   md_lifetime_params lifetimes;    /* estimand, tau, guard */
   md_attn_norm_params norm;        /* ewma_beta, quantile, memory_bytes */
-  md_fit_settings settings;        /* pinning (pins, priors); level and band for --plot */
+  md_regions_settings settings;        /* pinning (pins, priors); level and band for --plot */
   bool allow_incomplete;           /* use the complete episodes of an unfinished run */
   bool allow_partial;              /* a sharded collection may lack shards */
   const char *expect_traces_sha256; /* when set, every run must be of these traces */

@@ -24,7 +24,7 @@ void md_timestamp_now(char out[32]) {
 
 /* ---- outputs -------------------------------------------------------------- */
 
-static md_status render_km_csv(const md_fit_results *results, const char *path,
+static md_status render_km_csv(const md_regions_results *results, const char *path,
                                md_atomic_file *file, md_error *err) {
   md_status status = md_atomic_open(file, path, err);
   if (status != MD_OK) return status;
@@ -49,7 +49,7 @@ static bool to_stdout(const char *output) { return !output || !strcmp(output, "-
 
 /* All outputs are prepared before any is committed, so a failure leaves
  * none of them behind. */
-static int write_outputs(const md_fit_results *results, const md_fit_job *job, const char *json) {
+static int write_outputs(const md_regions_results *results, const md_fit_job *job, const char *json) {
   md_error err = {0};
   md_atomic_file km_file = {0};
   md_atomic_file json_file = {0};
@@ -62,7 +62,7 @@ static int write_outputs(const md_fit_results *results, const md_fit_job *job, c
     }
   }
   if (status == MD_OK && job->plot)
-    status = md_fit_plot(results, job->settings.calibration, job->plot, job->plot_log_time, &err);
+    status = md_regions_plot(results, job->settings.calibration, job->plot, job->plot_log_time, &err);
   if (status == MD_OK && job->km_csv) status = md_atomic_commit(&km_file, &err);
   if (status == MD_OK && !to_stdout(job->output)) status = md_atomic_commit(&json_file, &err);
   if (status != MD_OK) {
@@ -79,7 +79,7 @@ static int write_outputs(const md_fit_results *results, const md_fit_job *job, c
 
 /* ---- the run -------------------------------------------------------------- */
 
-static md_status build_json(const md_fit_results *results, const md_fit_job *job,
+static md_status build_json(const md_regions_results *results, const md_fit_job *job,
                             const md_events *events, char **json, md_error *err) {
   char created[32];
   md_timestamp_now(created);
@@ -98,16 +98,16 @@ static md_status build_json(const md_fit_results *results, const md_fit_job *job
   double weight = 0.0;
   for (size_t i = 0; i < results->n_regions; i++) weight += results->regions[i].totals.weight;
   config.workload.weight = weight;
-  md_fit_config_storage storage = {0};
-  md_status status = md_fit_config(results, &job->settings, &config, &storage, err);
+  md_regions_config_storage storage = {0};
+  md_status status = md_regions_config(results, &job->settings, &config, &storage, err);
   if (status == MD_OK) status = md_config_dump(&config, json, err);
-  md_fit_config_free(&storage);
+  md_regions_config_free(&storage);
   return status;
 }
 
-static void report(const md_fit_results *results, const md_fit_job *job) {
+static void report(const md_regions_results *results, const md_fit_job *job) {
   if (job->quiet) return;
-  md_fit_print_table(stderr, results, job->settings.level);
+  md_regions_print_table(stderr, results, job->settings.level);
   for (size_t i = 0; i < results->warnings.n; i++) {
     fprintf(stderr, MD_PROGRAM " %s: warning: %s\n", job->command, results->warnings.lines[i]);
   }
@@ -120,31 +120,31 @@ static int read_inputs(md_fit_job *job, md_priors *priors, md_calibration *calib
                        md_events *events) {
   md_error err = {0};
   if (job->priors_path && md_priors_read(job->priors_path, priors, &err) != MD_OK)
-    return md_cli_report_input(&err);
+    return md_cli_report(&err);
   job->settings.priors = priors;
   if (job->calibration_path) {
     if (md_calibration_read(job->calibration_path, calibration, &err) != MD_OK)
-      return md_cli_report_input(&err);
+      return md_cli_report(&err);
     job->settings.calibration = calibration;
     job->settings.calibration_path = job->calibration_path;
   }
   if (md_events_read(events, job->inputs, job->n_inputs, &err) != MD_OK)
-    return md_cli_report_input(&err);
+    return md_cli_report(&err);
   return -1;
 }
 
 static int fit_and_write(md_fit_job *job, const md_events *events) {
   md_error err = {0};
-  md_fit_results results;
+  md_regions_results results;
   job->settings.drop_curves = !job->km_csv && !job->plot;
-  md_status status = md_fit_all(events, &job->settings, &results, &err);
+  md_status status = md_regions_fit_all(events, &job->settings, &results, &err);
   if (status != MD_OK) return md_cli_report(&err);
   char *json = NULL;
   status = build_json(&results, job, events, &json, &err);
   int exit_code = status == MD_OK ? write_outputs(&results, job, json) : md_cli_report(&err);
   if (exit_code == MD_EXIT_OK) report(&results, job);
   free(json);
-  md_fit_results_free(&results);
+  md_regions_results_free(&results);
   return exit_code;
 }
 

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fit/regions/fit_regions.h"
+#include "fit/regions/region_fits.h"
 
 typedef struct md_fit_job {
   const char *command;             /* "fit" or "run", for messages */
@@ -22,7 +22,7 @@ typedef struct md_fit_job {
   bool plot_log_time;
   bool reproducible;
   bool quiet;
-  md_fit_settings settings;        /* level, band, pins; the job sets priors and calibration */
+  md_regions_settings settings;        /* level, band, pins; the job sets priors and calibration */
 } md_fit_job;
 
 /* Returns the exit code (calib/cli.h); errors and the report go to stderr. */

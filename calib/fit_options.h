@@ -11,18 +11,18 @@
 
 #include "calib/fit_job.h"
 #include "calib/options.h"
-#include "fit/regions/fit_regions.h"
+#include "fit/regions/region_fits.h"
 
 /* --level P: a confidence level strictly between 0 and 1. */
-int md_fit_option_level(const char *command, const char *value, md_fit_settings *settings);
+int md_fit_option_level(const char *command, const char *value, md_regions_settings *settings);
 
 /* --band log|log-log|plain. */
-int md_fit_option_band(const char *command, const char *value, md_fit_settings *settings);
+int md_fit_option_band(const char *command, const char *value, md_regions_settings *settings);
 
 /* --pin REGION (pinned true) or --no-pin REGION: appended to `pins`, which
  * settings->pins points to and which has room for one per argument. */
 int md_fit_option_pin(const char *command, const char *value, bool pinned,
-                      md_fit_settings *settings, md_pin_override *pins);
+                      md_regions_settings *settings, md_pin_override *pins);
 
 /* --plot FILE: a figure format we can write, judged by the extension. */
 int md_fit_option_plot(const char *command, const char *value, const char **plot);

@@ -183,14 +183,3 @@ void md_progress_warning(void *context, const char *message) {
 }
 
 void md_progress_note(md_progress *p, const char *message) { print_line(p, "", message); }
-
-void md_progress_tracker_collect(void *context, const md_collect_progress *progress) {
-  md_progress_tracker *tracker = context;
-  if (progress->event == MD_COLLECT_START) tracker->started = true;
-  md_progress_collect(tracker->bar, progress);
-}
-
-void md_progress_tracker_warning(void *context, const char *message) {
-  md_progress_tracker *tracker = context;
-  md_progress_warning(tracker->bar, message);
-}

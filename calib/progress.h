@@ -51,17 +51,6 @@ void md_progress_warning(void *context, const char *message);
 /* Prints "label: message" on its own line (unless quiet). */
 void md_progress_note(md_progress *progress, const char *message);
 
-/* Callbacks that also remember whether the run got past its checks (its
- * START event), which decides the exit code when it fails
- * (md_cli_report_run): plug md_progress_tracker_collect and
- * md_progress_tracker_warning in with a tracker as the context. */
-typedef struct md_progress_tracker {
-  md_progress *bar;
-  bool started;
-} md_progress_tracker;
-void md_progress_tracker_collect(void *context, const md_collect_progress *progress);
-void md_progress_tracker_warning(void *context, const char *message);
-
 /* Ends the bar's line, if one is drawn, so the next output starts on a
  * fresh line (call before printing an error). */
 void md_progress_end(md_progress *progress);

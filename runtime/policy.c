@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/base/policy_defaults.h"
 #include "io/formats/config.h"
 
 static const char *const kind_names[] = {"full", "random", "streaming", "h2o", "memdecay",
@@ -331,10 +332,10 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
   } else {
     /* h2o and the others need no constants; tau and beta still drive the
      * (unused) refresh and EWMA bookkeeping: the config defaults. */
-    p->tau = 1.0;
-    p->beta = 0.9;
+    p->tau = MD_POLICY_TAU_DEFAULT;
+    p->beta = MD_POLICY_EWMA_BETA_DEFAULT;
     p->alpha = 0.0;
-    p->kappa = 1.0;
+    p->kappa = MD_POLICY_KAPPA_DEFAULT;
   }
   md_policy_reset(p, options->seed);
   *out = p;

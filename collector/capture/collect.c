@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "collector/capture/collect_internal.h"
+#include "io/base/policy_defaults.h"
 #include "io/formats/npy.h"
 
 void md_collect_options_init(md_collect_options *o) {
@@ -15,7 +16,7 @@ void md_collect_options_init(md_collect_options *o) {
   o->device = "cpu";
   o->layer_end = -1;
   o->heads = MD_CAPTURE_HEADS_MEAN;
-  o->page_size = MD_CHAT_PAGE_SIZE_DEFAULT;
+  o->page_size = MD_POLICY_PAGE_SIZE_DEFAULT;
 }
 
 double md_collect_now(void) {
@@ -240,6 +241,10 @@ md_status md_collect(const md_collect_options *options, md_collect_summary *summ
   collect_run run;
   md_collect_run_init(&run, options);
   md_status s = md_collect_setup(&run, err);
+  /* Refused before any work: the inputs or settings are at fault (a file
+   * that cannot be read here is one the user named). */
+  if (s != MD_OK) md_error_blame_input(err);
+  bool started = s == MD_OK;
   if (s == MD_OK) {
     md_collect_report(&run, MD_COLLECT_START, NULL);
     s = run_episodes(&run, err);
@@ -250,6 +255,7 @@ md_status md_collect(const md_collect_options *options, md_collect_summary *summ
   }
   if (s == MD_OK) md_collect_report(&run, MD_COLLECT_FINISH, NULL);
   fill_summary(&run, summary);
+  if (summary) summary->started = started;
   md_collect_run_free(&run);
   return s;
 }

@@ -1,7 +1,7 @@
 /* The collector: runs a Qwen2 checkpoint over region-labelled agent traces
  * and records, at every decode step, the attention each token receives
- * (DESIGN.md sections 3.2 and 4). The output is a run directory, described
- * file by file in memdecay-run(5):
+ * (what is captured: memdecay-calibrate(1), COLLECT). The output is a run
+ * directory, described file by file in memdecay-run(5):
  *
  *   RUN_DIR/run.json             identity, settings, complete episodes
  *   RUN_DIR/manifest.csv         one row per token (region, page, birth, ...)
@@ -119,6 +119,7 @@ typedef struct md_collect_summary {
   double prefill_seconds, decode_seconds, seconds;
   char device[32];             /* the device used, e.g. "cpu" */
   int threads;
+  bool started;                /* the work began: a failure before it changed nothing */
 } md_collect_summary;
 
 /* Defaults: cpu, all cores, all layers, mean over heads, page size 16, no
@@ -128,9 +129,10 @@ void md_collect_options_init(md_collect_options *options);
 /* Runs the collection. Errors name the file, line and episode (trace
  * problems), the file and tensor (checkpoint problems) or the run directory
  * (an existing run without `resume`, a resume with other inputs or
- * settings). MD_E_INVALID / MD_E_FORMAT / MD_E_UNSUPPORTED: bad input or
- * settings; MD_E_IO, MD_E_NOMEM, MD_E_DEVICE: the run failed (what was
- * complete stays complete; resume it). summary may be NULL. */
+ * settings). Errors before the work starts are of kind MD_KIND_INPUT (but
+ * for running out of memory); later ones are the run's (MD_KIND_IO,
+ * MD_KIND_RESOURCE, MD_KIND_DEVICE: what was complete stays complete;
+ * resume it). summary may be NULL. */
 md_status md_collect(const md_collect_options *options, md_collect_summary *summary, md_error *err);
 
 #endif

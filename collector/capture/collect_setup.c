@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "collector/capture/collect_internal.h"
+#include "io/base/policy_defaults.h"
 #include "collector/model/model_dir.h"
 #include "kernels/cpu/blas_core.h"
 #include "kernels/device.h"
@@ -109,7 +110,7 @@ static md_status resolve_layers(collect_run *run, md_error *err) {
   run->layer_begin = begin;
   run->layer_end = end;
   run->page_size = run->options->page_size > 0 ? (size_t)run->options->page_size
-                                               : MD_CHAT_PAGE_SIZE_DEFAULT;
+                                               : MD_POLICY_PAGE_SIZE_DEFAULT;
   run->tokens_options.max_steps = run->options->max_steps;
   run->tokens_options.vocab_size = (size_t)run->config->vocab_size;
   /* planning refuses an episode that cannot fit before tokenising all of it */
@@ -134,16 +135,6 @@ typedef struct planner {
   bool chatml_checked;
 } planner;
 
-/* The episode id of a reader's message "path:line: episode "ID": ...". */
-static char *id_from_reason(const char *path, size_t line, const char *message) {
-  char prefix[4200];
-  snprintf(prefix, sizeof prefix, "%s:%zu: episode \"", path, line);
-  size_t n = strlen(prefix);
-  if (strncmp(message, prefix, n) != 0) return NULL;
-  const char *end = strchr(message + n, '"');
-  return end ? strndup(message + n, (size_t)(end - message - n)) : NULL;
-}
-
 static void add_skip(planner *p, const char *id, size_t line, const char *reason) {
   skipped_episode *grown = realloc(p->skipped, (p->n_skipped + 1) * sizeof *grown);
   if (!grown) {
@@ -162,11 +153,9 @@ static void add_skip(planner *p, const char *id, size_t line, const char *reason
 /* The trace reader's callback for an invalid episode (skip-invalid mode). */
 static void on_trace_skip(void *context, const md_error *reason) {
   planner *p = context;
-  const char *path = p->run->options->traces_path;
-  size_t line = md_trace_reader_line(p->reader);
-  char *id = id_from_reason(path, line, reason->message);
-  add_skip(p, id, line, reason->message);
-  free(id);
+  /* The reader names the episode in `record` once its id was read. */
+  add_skip(p, reason->record[0] ? reason->record : NULL, md_trace_reader_line(p->reader),
+           reason->message);
 }
 
 static md_status add_planned(collect_run *run, const md_trace_episode *ep, const md_episode_tokens *t,

@@ -674,7 +674,9 @@ md_status md_eval(const md_eval_options *options, md_eval_results *results, md_e
   if (s == MD_OK) s = read_episodes(&st, err);
   if (s == MD_OK) s = make_engine(&st, err);
   if (s == MD_OK) s = init_results(&st, err);
-  if (s == MD_OK) report(&st, MD_COLLECT_START, NULL);
+  /* Refused before any work: the inputs or settings are at fault. */
+  if (s != MD_OK) md_error_blame_input(err);
+  else report(&st, MD_COLLECT_START, NULL);
   for (size_t e = 0; s == MD_OK && e < st.n_episodes; e++) {
     report(&st, MD_COLLECT_EPISODE_BEGIN, st.episodes[e].trace.id);
     for (size_t run = 0; s == MD_OK && run < results->n_runs; run++) {

@@ -4,11 +4,12 @@
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
-#include <nettle/sha2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "io/base/digest.h"
 
 static const char qwen2_architecture[] = "Qwen2ForCausalLM";
 
@@ -295,15 +296,6 @@ static md_status read_config(const char *path, json_t *root, md_qwen2_config *co
   return status;
 }
 
-static void sha256_hex(const void *bytes, size_t len, char hex[65]) {
-  struct sha256_ctx ctx;
-  uint8_t digest[SHA256_DIGEST_SIZE];
-  sha256_init(&ctx);
-  sha256_update(&ctx, len, bytes);
-  sha256_digest(&ctx, sizeof digest, digest);
-  for (size_t i = 0; i < sizeof digest; i++) snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-}
-
 md_status md_qwen2_config_parse(const char *path, const void *bytes, size_t len,
                                 md_qwen2_config *config, md_error *err) {
   memset(config, 0, sizeof *config);
@@ -313,13 +305,13 @@ md_status md_qwen2_config_parse(const char *path, const void *bytes, size_t len,
     return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
   md_status status = read_config(path, root, config, err);
   json_decref(root);
-  if (status == MD_OK) sha256_hex(bytes, len, config->config_sha256);
+  if (status == MD_OK) md_sha256_bytes(bytes, len, config->config_sha256);
   return status;
 }
 
 md_status md_qwen2_config_load(const char *path, md_qwen2_config *config, md_error *err) {
   FILE *fp = fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: %s", path, strerror(errno));
+  if (!fp) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", path, strerror(errno));
   char *bytes = malloc(MD_QWEN2_CONFIG_MAX_BYTES + 1);
   if (!bytes) {
     fclose(fp);
@@ -328,7 +320,7 @@ md_status md_qwen2_config_load(const char *path, md_qwen2_config *config, md_err
   size_t len = fread(bytes, 1, MD_QWEN2_CONFIG_MAX_BYTES + 1, fp);
   md_status status = MD_OK;
   if (ferror(fp))
-    status = md_fail(err, MD_E_IO, "%s: read failed: %s", path, strerror(errno));
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read failed: %s", path, strerror(errno));
   else if (len > MD_QWEN2_CONFIG_MAX_BYTES)
     status = md_fail(err, MD_E_FORMAT, "%s: larger than %u bytes; not a model config.json",
                      path, MD_QWEN2_CONFIG_MAX_BYTES);

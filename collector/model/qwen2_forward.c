@@ -1,6 +1,6 @@
 /* The Qwen2 forward pass, read top to bottom (llama2.c style): flat structs,
  * one small function per step of a layer. HF's modeling_qwen2.py is the
- * reference; DESIGN.md section 6 lists what differs from Llama (q/k/v
+ * reference; ARCHITECTURE.md, "The model", lists what differs from Llama (q/k/v
  * biases, NeoX RoPE, GQA). */
 #include "collector/model/qwen2_forward.h"
 

@@ -75,7 +75,7 @@ static md_status add_shard(md_qwen2_model *model, const char *name, md_error *er
   }
   md_status status = MD_OK;
   if (model->index_path && !is_file(path)) {
-    status = md_fail(err, MD_E_IO, "%s: shard %s named in the index does not exist",
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: shard %s named in the index does not exist",
                      model->index_path, name);
   } else {
     status = md_safetensors_open(path, &model->shards[n], err);
@@ -163,7 +163,7 @@ static md_status open_checkpoint_files(md_qwen2_model *model, md_error *err) {
   char *pickle = join_path(model->dir, "pytorch_model.bin");
   bool have_pickle = pickle && is_file(pickle);
   free(pickle);
-  return md_fail(err, MD_E_IO, "%s: no %s or %s%s", model->dir, SINGLE_FILE, INDEX_FILE,
+  return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: no %s or %s%s", model->dir, SINGLE_FILE, INDEX_FILE,
                  have_pickle ? " (pytorch_model.bin is not read: only safetensors checkpoints "
                                "are supported)" : "");
 }

@@ -1,6 +1,6 @@
 /* A Qwen2-family checkpoint (Qwen2ForCausalLM: Qwen2 and Qwen2.5) as loaded
  * from a Hugging Face directory: its configuration and its weights, kept in
- * their file dtype and memory-mapped. DESIGN.md section 6 lists the tensor
+ * their file dtype and memory-mapped. ARCHITECTURE.md, "The model", lists the tensor
  * names and what differs from Llama. */
 #ifndef MD_COLLECTOR_MODEL_QWEN2_MODEL_H
 #define MD_COLLECTOR_MODEL_QWEN2_MODEL_H

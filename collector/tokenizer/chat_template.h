@@ -1,5 +1,5 @@
 /* Rendering an episode into the text the model reads, with the region of
- * every byte: Qwen2.5's ChatML chat template (DESIGN.md section 3.1,
+ * every byte: Qwen2.5's ChatML chat template (memdecay-traces(5),
  * memdecay-traces(5)). The text is byte-identical to what HF transformers'
  * apply_chat_template(..., add_generation_prompt=True) produces with the
  * chat_template of Qwen2.5-Instruct's tokenizer_config.json; tests/trace
@@ -35,8 +35,6 @@
 
 /* Qwen2.5-Instruct's system prompt when the trace has none. */
 #define MD_CHAT_DEFAULT_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-
-enum { MD_CHAT_PAGE_SIZE_DEFAULT = 16 };
 
 #define MD_CHAT_NO_SOURCE SIZE_MAX
 

@@ -1,6 +1,6 @@
 /* An episode as the model sees it: the rendered prompt tokenised with the
  * checkpoint's own tokenizer.json, every token labelled with its region, and
- * the decode window that follows (DESIGN.md sections 3.1 and 3.2,
+ * the decode window that follows (memdecay-traces(5) and memdecay-run(5),
  * memdecay-run(5)).
  *
  *   positions 0 .. P-1        the prompt (md_chat_render, then one encode

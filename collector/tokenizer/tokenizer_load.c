@@ -39,7 +39,7 @@ static const char *type_of(json_t *object) {
 
 static md_status read_file(loader *l, char **data, size_t *len) {
   FILE *f = fopen(l->path, "rb");
-  if (!f) return md_fail(l->err, MD_E_IO, "%s: cannot open: %s", l->path, strerror(errno));
+  if (!f) return md_fail_kind(l->err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", l->path, strerror(errno));
   size_t cap = 1 << 20, n = 0;
   char *buf = malloc(cap);
   while (buf) {
@@ -55,7 +55,7 @@ static md_status read_file(loader *l, char **data, size_t *len) {
   if (!buf) return nomem(l);
   if (failed) {
     free(buf);
-    return md_fail(l->err, MD_E_IO, "%s: cannot read: %s", l->path, strerror(saved));
+    return md_fail_kind(l->err, MD_E_IO, MD_KIND_INPUT, "%s: cannot read: %s", l->path, strerror(saved));
   }
   *data = buf;
   *len = n;

@@ -7,7 +7,7 @@ transformers (eager attention, output_attentions=True, float32 compute).
         [--traces data/traces/agent-450.jsonl ...] [--episodes 8] [--random]
 
 Decode step s feeds continuation token s at position n + s (n = prompt
-tokens) and its query sees n + s + 1 tokens. As in DESIGN.md section 4, the
+tokens) and its query sees n + s + 1 tokens. As in memdecay-calibrate(1), EXTRACT, the
 attention a token receives at a step is the softmax weight averaged over
 heads and layers, and the uniform-relative attention is that weight times the
 number of visible tokens (1.0 = exactly the uniform share). The tables give,

@@ -1,5 +1,5 @@
-/* Base priorities and attention-normalisation constants (DESIGN.md section
- * 4), accumulated one token at a time over a whole calibration run.
+/* Base priorities and attention-normalisation constants (memdecay-calibrate(1),
+ * EXTRACT), accumulated one token at a time over a whole calibration run.
  *
  * Input per token: the region, and the token's uniform-relative attention
  * a_hat_t = a_t * n_t from its time origin o to the end of its episode's
@@ -73,6 +73,7 @@
 #include <stdint.h>
 
 #include "io/base/error.h"
+#include "io/base/policy_defaults.h"
 
 /* The regions of a run, fixed before the first episode (the manifest lists
  * every token, so all names are known up front). Tokens refer to regions by
@@ -91,7 +92,9 @@ typedef struct md_attn_norm_params {
 
 #define MD_ATTN_NORM_DEFAULT_MEMORY ((size_t)256 << 20)
 #define MD_ATTN_NORM_PARAMS_DEFAULT \
-  ((md_attn_norm_params){.ewma_beta = 0.9, .quantile = 0.95, .memory_bytes = MD_ATTN_NORM_DEFAULT_MEMORY})
+  ((md_attn_norm_params){.ewma_beta = MD_POLICY_EWMA_BETA_DEFAULT,              \
+                          .quantile = MD_POLICY_NORM_QUANTILE_DEFAULT,          \
+                          .memory_bytes = MD_ATTN_NORM_DEFAULT_MEMORY})
 
 md_status md_attn_norm_params_check(const md_attn_norm_params *params, md_error *err);
 

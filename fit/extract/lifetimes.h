@@ -1,4 +1,4 @@
-/* Lifetimes of cached tokens from captured attention (DESIGN.md section 4):
+/* Lifetimes of cached tokens from captured attention (memdecay-calibrate(1), EXTRACT):
  * the rows of the events CSV (memdecay-events(5)), one episode at a time,
  * and the per-token series that fit/extract/attention_norm.h accumulates.
  *
@@ -82,7 +82,7 @@ typedef struct md_lifetime_params {
 } md_lifetime_params;
 
 #define MD_LIFETIME_PARAMS_DEFAULT \
-  ((md_lifetime_params){.estimand = MD_ESTIMAND_LAST_USE, .tau = 1.0, .guard = 16})
+  ((md_lifetime_params){.estimand = MD_ESTIMAND_LAST_USE, .tau = MD_POLICY_TAU_DEFAULT, .guard = 16})
 
 md_status md_lifetime_params_check(const md_lifetime_params *params, md_error *err);
 

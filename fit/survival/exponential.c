@@ -71,6 +71,16 @@ static md_status profile_interval(const md_exponential_fit *fit, double q, doubl
   return MD_OK;
 }
 
+void md_exponential_fit_unavailable(md_exponential_fit *fit, double level, const char *reason) {
+  memset(fit, 0, sizeof *fit);
+  fit->level = level;
+  fit->estimable = false;
+  fit->reason = reason;
+  fit->lambda = fit->log_lambda_se = fit->loglik = fit->aic = NAN;
+  fit->lambda_ci_wald[0] = fit->lambda_ci_wald[1] = NAN;
+  fit->lambda_ci_profile[0] = fit->lambda_ci_profile[1] = NAN;
+}
+
 md_status md_fit_exponential(const md_surv_table *table, double level, md_exponential_fit *fit,
                              md_error *err) {
   if (!table || !fit || table->n == 0)

@@ -43,6 +43,11 @@ typedef struct md_exponential_fit {
 md_status md_fit_exponential(const md_surv_table *table, double level, md_exponential_fit *fit,
                              md_error *err);
 
+/* Sets `fit` to "not estimated": every estimate NaN, estimable false,
+ * `reason` (may be NULL) and `level` kept; events and exposure 0. For a
+ * caller whose fit could not run (md_fit_exponential failed). */
+void md_exponential_fit_unavailable(md_exponential_fit *fit, double level, const char *reason);
+
 /* Half-life ln 2 / lambda and its interval mapped from a lambda interval.
  * md_half_life returns +INFINITY for lambda == 0 (the upper end of a
  * half-life interval when the rate's interval starts at 0; JSON writers emit

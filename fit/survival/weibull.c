@@ -181,10 +181,8 @@ static const char *maximise(const weibull_rows *rows, weibull_point *p, int *ite
   return "Newton-Raphson did not converge";
 }
 
-static void set_not_estimable(md_weibull_fit *fit, const char *reason) {
-  double level = fit->level;
-  bool converged = fit->converged;
-  int iterations = fit->iterations;
+void md_weibull_fit_unavailable(md_weibull_fit *fit, double level, const char *reason) {
+  memset(fit, 0, sizeof *fit);
   double *fields[] = {&fit->mu, &fit->log_sigma, &fit->vcov[0][0], &fit->vcov[0][1],
                       &fit->vcov[1][0], &fit->vcov[1][1], &fit->shape, &fit->scale,
                       &fit->shape_ci[0], &fit->shape_ci[1], &fit->scale_ci[0], &fit->scale_ci[1],
@@ -193,6 +191,13 @@ static void set_not_estimable(md_weibull_fit *fit, const char *reason) {
   fit->estimable = false;
   fit->reason = reason;
   fit->level = level;
+}
+
+/* A failure within the fit keeps how far Newton-Raphson got. */
+static void set_not_estimable(md_weibull_fit *fit, const char *reason) {
+  bool converged = fit->converged;
+  int iterations = fit->iterations;
+  md_weibull_fit_unavailable(fit, fit->level, reason);
   fit->converged = converged;
   fit->iterations = iterations;
 }

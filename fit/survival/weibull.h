@@ -44,4 +44,9 @@ typedef struct md_weibull_fit {
 md_status md_fit_weibull(const md_surv_table *table, const md_exponential_fit *exponential,
                          double level, md_weibull_fit *fit, md_error *err);
 
+/* Sets `fit` to "not estimated": every estimate NaN, estimable false, not
+ * converged, no iterations, `reason` (may be NULL) and `level` kept. For a
+ * caller whose fit could not run, and for md_fit_weibull's own failures. */
+void md_weibull_fit_unavailable(md_weibull_fit *fit, double level, const char *reason);
+
 #endif

@@ -21,7 +21,7 @@ void md_sha256_bytes(const void *data, size_t size, char hex[MD_SHA256_HEX]) {
 
 md_status md_sha256_file(const char *path, char hex[MD_SHA256_HEX], md_error *err) {
   FILE *fp = fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (!fp) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path, strerror(errno));
   struct sha256_ctx ctx;
   sha256_init(&ctx);
   uint8_t buffer[1 << 16];
@@ -29,7 +29,7 @@ md_status md_sha256_file(const char *path, char hex[MD_SHA256_HEX], md_error *er
   while ((n = fread(buffer, 1, sizeof buffer, fp)) > 0) sha256_update(&ctx, n, buffer);
   int failed = ferror(fp);
   fclose(fp);
-  if (failed) return md_fail(err, MD_E_IO, "%s: read error", path);
+  if (failed) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read error", path);
   to_hex(&ctx, hex);
   return MD_OK;
 }

@@ -20,11 +20,16 @@ bool md_region_name_valid(const char *name, size_t len) {
 static const struct {
   const char *name;
   double base_priority;
-} known_regions[] = {
-    {"system", 1.0}, {"plan", 0.9},      {"user", 0.8},       {"tool_in", 0.4},
-    {"tool_out", 0.6}, {"retrieval", 0.7}, {"scratchpad", 0.3},
+} known_regions[MD_REGION_KNOWN_COUNT] = {
+    {MD_REGION_SYSTEM, 1.0},   {MD_REGION_PLAN, 0.9},      {MD_REGION_USER, 0.8},
+    {MD_REGION_TOOL_IN, 0.4},  {MD_REGION_TOOL_OUT, 0.6},  {MD_REGION_RETRIEVAL, 0.7},
+    {MD_REGION_SCRATCHPAD, 0.3},
 };
-enum { n_known = sizeof known_regions / sizeof known_regions[0] };
+enum { n_known = MD_REGION_KNOWN_COUNT };
+
+const char *md_region_known_name(int rank) {
+  return rank >= 0 && rank < n_known ? known_regions[rank].name : NULL;
+}
 
 int md_region_known_rank(const char *name) {
   for (int i = 0; i < n_known; i++) {
@@ -49,4 +54,4 @@ double md_region_default_base_priority(const char *name) {
   return rank >= 0 ? known_regions[rank].base_priority : 0.5;
 }
 
-bool md_region_pinned_by_default(const char *name) { return !strcmp(name, "system"); }
+bool md_region_pinned_by_default(const char *name) { return !strcmp(name, MD_REGION_SYSTEM); }

@@ -8,17 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/base/json_fields.h"
 #include "io/base/numfmt.h"
+#include "io/base/policy_defaults.h"
 #include "io/base/regions.h"
 
 void md_config_policy_defaults(md_config_policy *policy) {
   *policy = (md_config_policy){
       .source = "defaults",
-      .page_size = 16,
-      .tau = 1.0,
-      .ewma_beta = 0.9,
-      .alpha = 0.6,
-      .attention_norm = {.kind = "uniform", .kappa = 1.0, .quantile = 0.95},
+      .page_size = MD_POLICY_PAGE_SIZE_DEFAULT,
+      .tau = MD_POLICY_TAU_DEFAULT,
+      .ewma_beta = MD_POLICY_EWMA_BETA_DEFAULT,
+      .alpha = MD_POLICY_ALPHA_DEFAULT,
+      .attention_norm = {.kind = "uniform",
+                         .kappa = MD_POLICY_KAPPA_DEFAULT,
+                         .quantile = MD_POLICY_NORM_QUANTILE_DEFAULT},
   };
 }
 
@@ -555,18 +559,10 @@ md_status md_config_read(const char *path, md_config_summary *summary, md_error 
 md_status md_config_read_as(const char *path, md_config_read_mode mode,
                             md_config_summary *summary, md_error *err) {
   memset(summary, 0, sizeof *summary);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: cannot open: %s", path, strerror(errno));
-  json_error_t json_err;
-  json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &json_err);
-  bool read_failed = ferror(fp) != 0;
-  fclose(fp);
-  if (!root) {
-    if (read_failed) return md_fail(err, MD_E_IO, "%s: read error", path);
-    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, json_err.line, json_err.column,
-                   json_err.text);
-  }
-  md_status status = read_document(path, root, mode == MD_CONFIG_READ_POLICY, summary, err);
+  json_t *root;
+  md_status status = md_json_load(path, &root, err);
+  if (status != MD_OK) return status;
+  status = read_document(path, root, mode == MD_CONFIG_READ_POLICY, summary, err);
   json_decref(root);
   if (status != MD_OK) md_config_summary_free(summary);
   return status;

@@ -1,7 +1,11 @@
 #include "io/formats/events.h"
 
+#include "io/base/csv.h"
+#include "io/base/numfmt.h"
+
 #include <csv.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,15 +352,14 @@ static void finish_header(csv_reader *r) {
     r->status = md_fail(r->err, MD_E_NOMEM, "%s: out of memory reading the header", r->path);
     return;
   }
+  size_t first, repeat;
+  if (md_csv_header_repeat((const char *const *)r->names, r->n_columns, &first, &repeat)) {
+    char what[80];
+    snprintf(what, sizeof what, "duplicate column name (first in column %zu)", first + 1);
+    fail_at(r, MD_E_FORMAT, repeat + 1, what, r->names[repeat], strlen(r->names[repeat]));
+    return;
+  }
   for (size_t i = 0; i < r->n_columns; i++) {
-    for (size_t j = 0; j < i; j++) {
-      if (!strcmp(r->names[i], r->names[j])) {
-        char what[80];
-        snprintf(what, sizeof what, "duplicate column name (first in column %zu)", j + 1);
-        fail_at(r, MD_E_FORMAT, i + 1, what, r->names[i], strlen(r->names[i]));
-        return;
-      }
-    }
     r->roles[i] = role_of(r->names[i]);
     if (r->roles[i] != COL_OTHER) r->role_column[r->roles[i]] = i + 1;
   }
@@ -456,7 +459,7 @@ static md_status parse_stream(csv_reader *r, FILE *fp, char *buffer) {
     feed(r, &parser, data, got);
   }
   if (r->status == MD_OK && ferror(fp)) {
-    r->status = md_fail(r->err, MD_E_IO, "%s:%zu: read error: %s", r->path, r->line,
+    r->status = md_fail_kind(r->err, MD_E_IO, MD_KIND_INPUT, "%s:%zu: read error: %s", r->path, r->line,
                         strerror(errno));
   }
   if (r->status == MD_OK && csv_fini(&parser, on_field, on_row, r) != 0 && r->status == MD_OK) {
@@ -478,7 +481,7 @@ static md_status read_file(md_events *events, const char *path, char *buffer, md
                   .region_index = SIZE_MAX,
                   .weight = 1.0};
   FILE *fp = is_stdin ? stdin : fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (!fp) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path, strerror(errno));
   md_status status = parse_stream(&r, fp, buffer);
   if (!is_stdin) fclose(fp);
   if (status == MD_OK && r.in_header) {
@@ -499,10 +502,10 @@ static md_status check_paths(const char *const *paths, size_t n_paths, md_error 
     if (!strcmp(paths[i], "-")) continue;
     struct stat info;
     if (stat(paths[i], &info) != 0) {
-      return md_fail(err, MD_E_IO, "%s: cannot open: %s", paths[i], strerror(errno));
+      return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", paths[i], strerror(errno));
     }
     if (S_ISDIR(info.st_mode)) {
-      return md_fail(err, MD_E_IO, "%s: is a directory, not an events file", paths[i]);
+      return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: is a directory, not an events file", paths[i]);
     }
   }
   return MD_OK;
@@ -578,4 +581,16 @@ void md_events_free(md_events *events) {
   free(events->slots);
   md_warnings_free(&events->warnings);
   memset(events, 0, sizeof *events);
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+void md_events_write_row(FILE *fp, const char *region, double time, int event, double entry,
+                         double weight, const char *episode, int64_t pos, int64_t page,
+                         int64_t token_id) {
+  char time_text[MD_NUMBER_TEXT_MAX], entry_text[MD_NUMBER_TEXT_MAX], weight_text[MD_NUMBER_TEXT_MAX];
+  fprintf(fp, "%s,%s,%d,%s,%s,", region, md_format_shortest(time_text, time), event,
+          md_format_shortest(entry_text, entry), md_format_shortest(weight_text, weight));
+  md_csv_write_field(fp, episode, strlen(episode));
+  fprintf(fp, ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", pos, page, token_id);
 }

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fit/survival/surv_data.h"
 #include "io/base/error.h"
@@ -68,5 +69,17 @@ md_surv_data md_events_region_data(const md_events_region *region);
 const md_events_region *md_events_find(const md_events *events, const char *name);
 
 void md_events_free(md_events *events);
+
+/* ---- writing (the extract stage's output) ---- */
+
+/* The header row extract writes, columns in this order. */
+#define MD_EVENTS_HEADER "region,time,event,entry,weight,episode,pos,page,token_id\n"
+
+/* Writes one row under MD_EVENTS_HEADER: numbers in their shortest
+ * round-trip form (io/base/numfmt.h), the episode id as a CSV field
+ * (io/base/csv.h). Errors are the stream's (check ferror). */
+void md_events_write_row(FILE *fp, const char *region, double time, int event, double entry,
+                         double weight, const char *episode, int64_t pos, int64_t page,
+                         int64_t token_id);
 
 #endif

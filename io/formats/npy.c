@@ -401,7 +401,7 @@ static md_status read_header(FILE *fp, const char *path, uint64_t header_start,
   if (!text) return md_fail(err, MD_E_NOMEM, "%s: out of memory", path);
   md_status status = MD_OK;
   if (fseek(fp, (long)header_start, SEEK_SET) != 0 || fread(text, 1, header_len, fp) != header_len)
-    status = md_fail(err, MD_E_IO, "%s: read failed", path);
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read failed", path);
   header_parser parser = {text, header_len, 0, path, err};
   header_fields fields = {0};
   if (status == MD_OK) status = parse_dict(&parser, array, &fields);
@@ -425,19 +425,19 @@ static md_status read_data(FILE *fp, const char *path, uint64_t available, md_np
   array->data = malloc(bytes ? bytes : 1);
   if (!array->data) return md_fail(err, MD_E_NOMEM, "%s: out of memory for %zu bytes", path, bytes);
   if (bytes && fread(array->data, 1, bytes, fp) != bytes)
-    return md_fail(err, MD_E_IO, "%s: read failed", path);
+    return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read failed", path);
   return MD_OK;
 }
 
 md_status md_npy_read(const char *path, md_npy_array *array, md_error *err) {
   memset(array, 0, sizeof *array);
   FILE *fp = fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: %s", path, strerror(errno));
+  if (!fp) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", path, strerror(errno));
   uint64_t file_size = 0, header_start = 0, header_len = 0;
   md_status status = MD_OK;
   struct stat info;
   if (fstat(fileno(fp), &info) != 0 || !S_ISREG(info.st_mode)) {
-    status = md_fail(err, MD_E_IO, "%s: not a regular file", path);
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: not a regular file", path);
   } else {
     file_size = (uint64_t)info.st_size;
     status = read_preamble(fp, path, file_size, &header_start, &header_len, err);

@@ -10,7 +10,7 @@
  * the spare room numpy leaves after the dict so that the first dimension
  * can grow in place, padding to 64), so numpy.load reads our files and the
  * streaming writer can patch the row count in without moving data.
- * See DESIGN.md section 3.2 (attn/<episode>.npy, prefill/<episode>.npy). */
+ * See memdecay-run(5) (attn/<episode>.npy, prefill/<episode>.npy). */
 #ifndef MD_IO_FORMATS_NPY_H
 #define MD_IO_FORMATS_NPY_H
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/base/json_fields.h"
 #include "io/base/regions.h"
 
 static md_status read_entry(const char *path, const char *name, json_t *value, md_prior *prior,
@@ -86,18 +87,10 @@ static md_status read_top(const char *path, json_t *root, md_priors *priors, md_
 
 md_status md_priors_read(const char *path, md_priors *priors, md_error *err) {
   memset(priors, 0, sizeof *priors);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return md_fail(err, MD_E_IO, "%s: cannot open: %s", path, strerror(errno));
-  json_error_t json_err;
-  json_t *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &json_err);
-  bool read_failed = ferror(fp) != 0;
-  fclose(fp);
-  if (!root) {
-    if (read_failed) return md_fail(err, MD_E_IO, "%s: read error", path);
-    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, json_err.line, json_err.column,
-                   json_err.text);
-  }
-  md_status status = read_top(path, root, priors, err);
+  json_t *root;
+  md_status status = md_json_load(path, &root, err);
+  if (status != MD_OK) return status;
+  status = read_top(path, root, priors, err);
   json_decref(root);
   if (status != MD_OK) md_priors_free(priors);
   return status;

@@ -1,4 +1,4 @@
-/* A collector run directory (DESIGN.md section 3.2, memdecay-run(5)), read
+/* A collector run directory (memdecay-run(5)), read
  * one episode at a time:
  *
  *     RUN_DIR/run.json          identity, settings, the complete episodes

@@ -4,6 +4,8 @@
  * says of its episode, whatever the order of the columns. */
 #include "io/formats/run_manifest.h"
 
+#include "io/base/csv.h"
+
 #include <csv.h>
 #include <errno.h>
 #include <stdio.h>
@@ -289,16 +291,16 @@ static void finish_header(md_run_manifest_stream *s) {
     s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory", s->path);
     return;
   }
+  size_t first, repeat;
+  if (md_csv_header_repeat((const char *const *)s->names, s->n_columns, &first, &repeat)) {
+    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: column '%s' repeats column %zu",
+                        s->path, s->line, repeat + 1, s->names[repeat], first + 1);
+    return;
+  }
   for (size_t i = 0; i < s->n_columns; i++) {
     for (int r = ROLE_EPISODE; r < ROLES; r++)
       if (!strcmp(s->names[i], role_names[r])) s->roles[i] = (role)r;
-    if (s->roles[i] == ROLE_OTHER) continue;
-    if (s->role_column[s->roles[i]]) {
-      s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: column '%s' repeats column %zu",
-                          s->path, s->line, i + 1, s->names[i], s->role_column[s->roles[i]]);
-      return;
-    }
-    s->role_column[s->roles[i]] = i + 1;
+    if (s->roles[i] != ROLE_OTHER) s->role_column[s->roles[i]] = i + 1;
   }
   for (int r = ROLE_EPISODE; r < ROLES; r++) {
     if (s->role_column[r]) continue;
@@ -351,7 +353,7 @@ static void refill(md_run_manifest_stream *s) {
   s->remaining -= got;
   if (got < want) {
     s->status = ferror(s->fp)
-                    ? md_fail(s->err, MD_E_IO, "%s: read error: %s", s->path, strerror(errno))
+                    ? md_fail_kind(s->err, MD_E_IO, MD_KIND_INPUT, "%s: read error: %s", s->path, strerror(errno))
                     : md_fail(s->err, MD_E_FORMAT, "%s: the file ended before run.json's "
                               "manifest_bytes (%llu)", s->path,
                               (unsigned long long)s->info->manifest_bytes);
@@ -424,7 +426,7 @@ static md_status stream_open(const md_run_info *info, md_run_info *scan,
   md_status status = MD_OK;
   if (!s->path || !s->buffer) status = md_fail(err, MD_E_NOMEM, "out of memory");
   if (status == MD_OK && !(s->fp = fopen(s->path, "rb")))
-    status = md_fail(err, errno == ENOENT ? MD_E_FORMAT : MD_E_IO, "%s: cannot open: %s",
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s",
                      s->path, strerror(errno));
   struct stat st;
   if (status == MD_OK && fstat(fileno(s->fp), &st) == 0 &&

@@ -10,6 +10,7 @@
 #include <utf8proc.h>
 
 #include "io/base/atomic_file.h"
+#include "io/base/csv.h"
 
 struct md_run_record {
   json_t *root;
@@ -214,7 +215,7 @@ md_status md_run_record_load(const char *path, md_run_record **record, md_error 
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) {
     if (access(path, R_OK) != 0)
-      return md_fail(err, MD_E_IO, "%s: cannot read: %s", path, strerror(errno));
+      return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot read: %s", path, strerror(errno));
     return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
   }
   md_status status = json_is_object(root) ? check_loaded(root, path, err)
@@ -530,24 +531,6 @@ static const char *readable(md_manifest *m, const char *bytes, size_t length, si
   return m->piece;
 }
 
-static bool needs_quotes(const char *text, size_t length) {
-  if (length == 0) return false;
-  if (strchr(" \t", text[0]) || strchr(" \t", text[length - 1])) return true;
-  for (size_t i = 0; i < length; i++)
-    if (text[i] == ',' || text[i] == '"' || text[i] == '\r' || text[i] == '\n') return true;
-  return false;
-}
-
-static int write_field(FILE *fp, const char *text, size_t length) {
-  if (!needs_quotes(text, length)) return fwrite(text, 1, length, fp) == length ? 0 : -1;
-  if (fputc('"', fp) == EOF) return -1;
-  for (size_t i = 0; i < length; i++) {
-    if (text[i] == '"' && fputc('"', fp) == EOF) return -1;
-    if (fputc(text[i], fp) == EOF) return -1;
-  }
-  return fputc('"', fp) == EOF ? -1 : 0;
-}
-
 md_status md_manifest_append(md_manifest *m, const char *episode, size_t pos, const char *region,
                              size_t page, int64_t birth, int32_t token_id, const char *piece,
                              size_t piece_length, md_error *err) {
@@ -556,7 +539,7 @@ md_status md_manifest_append(md_manifest *m, const char *episode, size_t pos, co
   if (!text) return md_fail(err, MD_E_NOMEM, "%s: out of memory", m->path);
   if (fprintf(m->fp, "%s,%zu,%s,%zu,%lld,%d,", episode, pos, region, page, (long long)birth,
               (int)token_id) < 0 ||
-      write_field(m->fp, text, length) != 0 || fputc('\n', m->fp) == EOF)
+      md_csv_write_field(m->fp, text, length) != 0 || fputc('\n', m->fp) == EOF)
     return manifest_fail(m, "write failed", err);
   return MD_OK;
 }

@@ -1,4 +1,4 @@
-/* Writing a run directory, the collector's output (DESIGN.md section 3.2;
+/* Writing a run directory, the collector's output (memdecay-run(5);
  * every file and field is described in memdecay-run(5)):
  *
  *   run.json       identity, settings and the list of complete episodes,

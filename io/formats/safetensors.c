@@ -307,19 +307,19 @@ static md_status bind_data(md_safetensors *file, md_error *err) {
 
 static md_status map_file(md_safetensors *file, md_error *err) {
   int fd = open(file->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return md_fail(err, MD_E_IO, "%s: %s", file->path, strerror(errno));
+  if (fd < 0) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
   struct stat info;
   md_status status = MD_OK;
   if (fstat(fd, &info) != 0) {
-    status = md_fail(err, MD_E_IO, "%s: %s", file->path, strerror(errno));
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
   } else if (!S_ISREG(info.st_mode)) {
-    status = md_fail(err, MD_E_IO, "%s: not a regular file", file->path);
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: not a regular file", file->path);
   } else if (info.st_size > 0) {
     file->map_size = (size_t)info.st_size;
     void *map = mmap(NULL, file->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       file->map_size = 0;
-      status = md_fail(err, MD_E_IO, "%s: mmap failed: %s", file->path, strerror(errno));
+      status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: mmap failed: %s", file->path, strerror(errno));
     } else {
       file->map = map;
     }

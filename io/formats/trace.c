@@ -47,12 +47,7 @@ const char *md_trace_role_name(md_trace_role role) {
 
 bool md_trace_region_valid(const char *name) {
   size_t n = strlen(name);
-  if (n == 0 || n > MD_TRACE_REGION_MAX || name[0] < 'a' || name[0] > 'z') return false;
-  for (size_t i = 1; i < n; i++) {
-    char ch = name[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
-  }
-  return true;
+  return n <= MD_TRACE_REGION_MAX && md_region_name_valid(name, n);
 }
 
 static bool is_alnum(char ch) {
@@ -121,7 +116,9 @@ static md_status vbad(const parse_ctx *c, md_status status, const char *where, c
   vsnprintf(what, sizeof what, fmt, ap);
   if (c->id) snprintf(id_part, sizeof id_part, "episode \"%s\": ", c->id);
   if (where) snprintf(where_part, sizeof where_part, "%s: ", where);
-  return md_fail(c->err, status, "%s:%zu: %s%s%s", c->path, c->line, id_part, where_part, what);
+  md_fail(c->err, status, "%s:%zu: %s%s%s", c->path, c->line, id_part, where_part, what);
+  if (c->err) md_error_at(c->err, c->path, c->line, c->id);
+  return status;
 }
 
 __attribute__((format(printf, 3, 4))) static md_status bad(const parse_ctx *c, const char *where,
@@ -638,7 +635,7 @@ md_status md_trace_open(const char *path, const md_trace_options *options, md_tr
   if (!r->fp) {
     int saved = errno;
     md_trace_close(r);
-    return md_fail(err, MD_E_IO, "cannot open %s: %s", path, strerror(saved));
+    return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "cannot open %s: %s", path, strerror(saved));
   }
   *reader = r;
   return MD_OK;
@@ -681,7 +678,7 @@ static md_status read_line(md_trace_reader *r, const char **text, size_t *length
     if (ferror(r->fp) || errno == ENOMEM || errno == EOVERFLOW) {
       int saved = errno;
       if (saved == ENOMEM) return md_fail(err, MD_E_NOMEM, "%s:%zu: out of memory", r->path, r->line_no + 1);
-      return md_fail(err, MD_E_IO, "%s:%zu: read error: %s", r->path, r->line_no + 1,
+      return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s:%zu: read error: %s", r->path, r->line_no + 1,
                      strerror(saved ? saved : EIO));
     }
     *text = NULL;
@@ -720,7 +717,8 @@ md_status md_trace_next(md_trace_reader *reader, md_trace_episode *episode, bool
     }
     md_trace_episode_free(episode);
     if (status == MD_E_NOMEM || !reader->options.skip_invalid) {
-      return md_fail(err, status, "%s", reason.message);
+      if (err) *err = reason;
+      return status;
     }
     if (reader->options.on_skip) reader->options.on_skip(reader->options.on_skip_context, &reason);
   }

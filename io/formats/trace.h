@@ -1,5 +1,5 @@
-/* Agent traces: JSON Lines, one episode per line (DESIGN.md section 3.1; the
- * full format, with every rule this reader enforces, is memdecay-traces(5)).
+/* Agent traces: JSON Lines, one episode per line (memdecay-traces(5) is the
+ * full format, with every rule this reader enforces).
  *
  * The reader streams the file one line at a time, so a trace file may hold
  * any number of episodes. Every episode is validated completely before it is
@@ -20,6 +20,7 @@
 #include <stddef.h>
 
 #include "io/base/error.h"
+#include "io/base/regions.h"
 
 enum {
   MD_TRACE_ID_MAX = 128,          /* bytes in an episode id */
@@ -27,17 +28,8 @@ enum {
   MD_TRACE_GENERATE_MAX = 131072, /* "generate" above this is rejected (Qwen2.5's longest context) */
 };
 
-/* The seven regions with default priors (DESIGN.md section 1). Any name
- * matching [a-z][a-z0-9_]* is accepted; these are the defaults by role. */
-#define MD_REGION_SYSTEM "system"
-#define MD_REGION_PLAN "plan"
-#define MD_REGION_USER "user"
-#define MD_REGION_TOOL_IN "tool_in"
-#define MD_REGION_TOOL_OUT "tool_out"
-#define MD_REGION_RETRIEVAL "retrieval"
-#define MD_REGION_SCRATCHPAD "scratchpad"
-
-/* True for a valid region name: [a-z][a-z0-9_]*, at most MD_TRACE_REGION_MAX bytes. */
+/* True for a valid region name (md_region_name_valid, io/base/regions.h) of
+ * at most MD_TRACE_REGION_MAX bytes. */
 bool md_trace_region_valid(const char *name);
 
 typedef enum md_trace_role {

@@ -4,23 +4,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/base/regions.h"
 #include "io/plot/plot_internal.h"
 
 /* Okabe & Ito (2008), "Color Universal Design": distinguishable under the
  * common colour-vision deficiencies. Yellow (240, 228, 66) is left out: too
  * faint as a line on white. Black goes to scratchpad, the shortest-lived
  * region, whose curve hugs the axes. */
-static const struct {
-  const char *region;
-  unsigned char r, g, b;
-} known_colors[] = {
-    {"system", 0, 114, 178},       /* blue */
-    {"plan", 204, 121, 167},       /* reddish purple */
-    {"user", 213, 94, 0},          /* vermillion */
-    {"tool_in", 0, 158, 115},      /* bluish green */
-    {"tool_out", 86, 180, 233},    /* sky blue */
-    {"retrieval", 230, 159, 0},    /* orange */
-    {"scratchpad", 0, 0, 0},       /* black */
+static const unsigned char known_colors[MD_REGION_KNOWN_COUNT][3] = {
+    /* by md_region_known_rank (io/base/regions.h): */
+    {0, 114, 178},   /* system: blue */
+    {204, 121, 167}, /* plan: reddish purple */
+    {213, 94, 0},    /* user: vermillion */
+    {0, 158, 115},   /* tool_in: bluish green */
+    {86, 180, 233},  /* tool_out: sky blue */
+    {230, 159, 0},   /* retrieval: orange */
+    {0, 0, 0},       /* scratchpad: black */
 };
 
 /* Further regions: the darker colours of Paul Tol's colour-blind-safe
@@ -35,11 +34,10 @@ static md_plot_rgb rgb_from_bytes(unsigned char r, unsigned char g, unsigned cha
 }
 
 bool md_plot_known_region_color(const char *region, md_plot_rgb *color) {
-  for (size_t i = 0; i < sizeof known_colors / sizeof known_colors[0]; i++) {
-    if (strcmp(region, known_colors[i].region) == 0) {
-      *color = rgb_from_bytes(known_colors[i].r, known_colors[i].g, known_colors[i].b);
-      return true;
-    }
+  int rank = md_region_known_rank(region);
+  if (rank >= 0) {
+    *color = rgb_from_bytes(known_colors[rank][0], known_colors[rank][1], known_colors[rank][2]);
+    return true;
   }
   return false;
 }

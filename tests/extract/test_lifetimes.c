@@ -1,5 +1,5 @@
 /* collector/lifetimes: events of hand-built episodes, every expected row
- * derived by hand next to it from DESIGN.md section 4 and the decisions in
+ * derived by hand next to it from memdecay-calibrate(1), EXTRACT, and the decisions in
  * fit/extract/lifetimes.h, and the bad inputs. */
 #include <math.h>
 #include <stdint.h>

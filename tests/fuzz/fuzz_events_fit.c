@@ -1,5 +1,5 @@
 /* The events CSV (io/formats/events.h) and then the whole fit in memory, as `fit`
- * runs it (fit/regions/fit_regions.c): per-region estimators, log-rank tests,
+ * runs it (fit/regions/region_fits.c): per-region estimators, log-rank tests,
  * the md_config and its dump (io/formats/config.h), which is read back.
  *
  * Invariants: a failed read is MD_E_FORMAT or MD_E_IO naming the file and
@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "fit/regions/fit_regions.h"
+#include "fit/regions/region_fits.h"
 #include "fuzz_util.h"
 #include "io/formats/config.h"
 #include "io/formats/events.h"
@@ -43,7 +43,7 @@ static void check_events(const md_events *events) {
 
 static bool same_double(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
 
-static void check_fit(const md_events *events, const md_fit_results *results) {
+static void check_fit(const md_events *events, const md_regions_results *results) {
   FUZZ_CHECK(results->n_regions == events->n_regions);
   for (size_t i = 0; i < results->n_regions; i++) {
     const md_region_fit *fit = &results->regions[i];
@@ -78,7 +78,7 @@ static void check_fit(const md_events *events, const md_fit_results *results) {
   }
 }
 
-static void check_dump(const char *text, const md_fit_results *results, const md_config *config) {
+static void check_dump(const char *text, const md_regions_results *results, const md_config *config) {
   size_t len = strlen(text);
   FUZZ_CHECK(len > 0 && text[len - 1] == '\n');
   json_error_t jerr;
@@ -126,21 +126,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_events(&events);
 
   md_priors priors = {0};
-  md_fit_settings settings = {.level = 0.95, .band = MD_KM_BAND_LOG, .priors = &priors};
+  md_regions_settings settings = {.level = 0.95, .band = MD_KM_BAND_LOG, .priors = &priors};
   if (size > 0) {
     /* Vary the settings with the input, deterministically. */
     settings.band = (md_km_band)(data[size - 1] % 3);
     settings.drop_curves = data[0] & 1;
   }
-  md_fit_results results;
+  md_regions_results results;
   md_error fit_err = {0};
-  status = md_fit_all(&events, &settings, &results, &fit_err);
+  status = md_regions_fit_all(&events, &settings, &results, &fit_err);
   FUZZ_CHECK_MSG(status == MD_OK || status == MD_E_NOMEM, "the fit failed: %s", fit_err.message);
   if (status == MD_OK) {
     check_fit(&events, &results);
     md_config config = {.generator_version = "0.0.0", .model_name = NULL};
-    md_fit_config_storage storage = {0};
-    status = md_fit_config(&results, &settings, &config, &storage, &fit_err);
+    md_regions_config_storage storage = {0};
+    status = md_regions_config(&results, &settings, &config, &storage, &fit_err);
     FUZZ_CHECK(status == MD_OK);
     const char *source = "events.csv";
     config.workload.n_sources = 1;
@@ -156,8 +156,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK_MSG(status == MD_OK, "the dump failed: %s", fit_err.message);
     check_dump(text, &results, &config);
     free(text);
-    md_fit_config_free(&storage);
-    md_fit_results_free(&results);
+    md_regions_config_free(&storage);
+    md_regions_results_free(&results);
   }
   md_events_free(&events);
   return 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "collector/tokenizer/chat_template.h"
+#include "io/base/policy_defaults.h"
 #include "tests/test_util.h"
 
 static const char *source_path(const char *relative) {
@@ -365,7 +366,7 @@ static void test_token_spans(void) {
 }
 
 static void test_pages(void) {
-  CHECK(MD_CHAT_PAGE_SIZE_DEFAULT == 16);
+  CHECK(MD_POLICY_PAGE_SIZE_DEFAULT == 16);
   CHECK(md_chat_page(0, 16) == 0 && md_chat_page(15, 16) == 0 && md_chat_page(16, 16) == 1);
   CHECK(md_chat_page(33, 16) == 2 && md_chat_page(33, 8) == 4);
 }

@@ -4,8 +4,8 @@
  * translation into an md_config, the figure and the table on stderr. The
  * estimators themselves live in fit/; this only calls them and collects
  * warnings. */
-#ifndef MD_FIT_REGIONS_FIT_REGIONS_H
-#define MD_FIT_REGIONS_FIT_REGIONS_H
+#ifndef MD_FIT_REGIONS_REGION_FITS_H
+#define MD_FIT_REGIONS_REGION_FITS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,7 +27,7 @@ typedef struct md_pin_override {
   bool pinned;
 } md_pin_override;
 
-typedef struct md_fit_settings {
+typedef struct md_regions_settings {
   double level;                     /* confidence level of every interval */
   md_km_band band;
   const md_priors *priors;          /* may be empty */
@@ -42,11 +42,11 @@ typedef struct md_fit_settings {
    * time, 64 bytes a row) are what --km-csv and --plot need, and with
    * continuous times they hold as many rows as the input. */
   bool drop_curves;
-} md_fit_settings;
+} md_regions_settings;
 
 /* Whether `region` is pinned: the defaults (system), then the priors file,
  * then --pin/--no-pin in order. extract and fit decide it the same way. */
-bool md_fit_region_pinned(const char *region, const md_fit_settings *settings);
+bool md_regions_pinned(const char *region, const md_regions_settings *settings);
 
 typedef struct md_region_fit {
   const char *name;                 /* points into md_events */
@@ -60,7 +60,7 @@ typedef struct md_region_fit {
   const char *base_priority_source;
 } md_region_fit;
 
-typedef struct md_fit_results {
+typedef struct md_regions_results {
   size_t n_regions;
   md_region_fit *regions;           /* known regions in prompt order, then by name */
   md_logrank_result overall;        /* zeroed when fewer than 2 regions */
@@ -72,39 +72,39 @@ typedef struct md_fit_results {
    * priorities (measured shares, or the priors file's values); NaN when no
    * unpinned region has one. */
   double alpha;
-} md_fit_results;
+} md_regions_results;
 
 /* Fits every region of `events` and runs the tests. Regions whose
  * quantities cannot be estimated get NaN there plus a warning; only
  * allocation failures and invalid arguments fail, and, with a calibration,
  * events that are not the ones it was measured with (MD_E_INVALID: the rows
  * per region differ). */
-md_status md_fit_all(const md_events *events, const md_fit_settings *settings,
-                     md_fit_results *results, md_error *err);
-void md_fit_results_free(md_fit_results *results);
+md_status md_regions_fit_all(const md_events *events, const md_regions_settings *settings,
+                     md_regions_results *results, md_error *err);
+void md_regions_results_free(md_regions_results *results);
 
 /* Fills `config` (its arrays allocated in `storage`, freed with
- * md_fit_config_free) from the results: regions, tests, warnings, and the
+ * md_regions_config_free) from the results: regions, tests, warnings, and the
  * policy (defaults, or measured from settings->calibration, which then also
  * gives the model, the workload's facts and each region's "measured"). */
-typedef struct md_fit_config_storage {
+typedef struct md_regions_config_storage {
   md_config_region *regions;
   const char **test_regions;
   md_config_trace *traces;
-} md_fit_config_storage;
+} md_regions_config_storage;
 
-md_status md_fit_config(const md_fit_results *results, const md_fit_settings *settings,
-                        md_config *config, md_fit_config_storage *storage, md_error *err);
-void md_fit_config_free(md_fit_config_storage *storage);
+md_status md_regions_config(const md_regions_results *results, const md_regions_settings *settings,
+                        md_config *config, md_regions_config_storage *storage, md_error *err);
+void md_regions_config_free(md_regions_config_storage *storage);
 
 /* The figure (io/plot/plot.h): the survival panel from the fits and, when
  * `calibration` is given, the panel of mean uniform-relative attention per
  * region against the steps since the token's time origin (the decay curves
  * the half-lives summarise). */
-md_status md_fit_plot(const md_fit_results *results, const md_calibration *calibration,
+md_status md_regions_plot(const md_regions_results *results, const md_calibration *calibration,
                       const char *path, bool log_time, md_error *err);
 
 /* The per-region table and the log-rank line, for a reader on stderr. */
-void md_fit_print_table(FILE *out, const md_fit_results *results, double level);
+void md_regions_print_table(FILE *out, const md_regions_results *results, double level);
 
 #endif

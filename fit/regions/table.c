@@ -1,0 +1,67 @@
+/* The per-region table and the log-rank line on stderr. */
+#include "fit/regions/regions_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the table on stderr -------------------------------------------------- */
+
+static const char *number(char *out, size_t size, const char *format, double value) {
+  if (isfinite(value)) {
+    snprintf(out, size, format, value);
+  } else {
+    snprintf(out, size, "-");
+  }
+  return out;
+}
+
+static const char *with_interval(char *out, size_t size, const char *format, double value,
+                                 const double ci[2]) {
+  char center[32], lower[32], upper[32];
+  number(center, sizeof center, format, value);
+  if (!isfinite(value)) return snprintf(out, size, "-"), out;
+  snprintf(out, size, "%s [%s, %s]", center, number(lower, sizeof lower, format, ci[0]),
+           number(upper, sizeof upper, format, ci[1]));
+  return out;
+}
+
+static const char *p_value(char *out, size_t size, double p) {
+  if (!isfinite(p)) return snprintf(out, size, "p = -"), out;
+  if (p < 1e-300) return snprintf(out, size, "p < 1e-300"), out;
+  snprintf(out, size, "p = %.3g", p);
+  return out;
+}
+
+void md_regions_print_table(FILE *out, const md_regions_results *results, double level) {
+  int width = 10;
+  for (size_t i = 0; i < results->n_regions; i++) {
+    int len = (int)strlen(results->regions[i].name);
+    if (len > width) width = len;
+  }
+  char ci_label[32];
+  snprintf(ci_label, sizeof ci_label, "[%g%% CI]", 100.0 * level);
+  fprintf(out, "%-*s %9s %10s  %-28s %7s  %s\n", width, "region", "rows", "events",
+          "half-life", "shape", "KM median");
+  fprintf(out, "%-*s %9s %10s  %-28s %7s  %s\n", width, "", "", "", ci_label, "", ci_label);
+  for (size_t i = 0; i < results->n_regions; i++) {
+    const md_region_fit *fit = &results->regions[i];
+    char events[32], half_life[128], shape[32], median[128];
+    double half_life_ci[2];
+    md_half_life_ci(fit->exponential.lambda_ci_wald, half_life_ci);
+    double center = fit->exponential.estimable ? md_half_life(fit->exponential.lambda) : NAN;
+    fprintf(out, "%-*s %9.0f %10s  %-28s %7s  %s%s\n", width, fit->name, fit->totals.rows,
+            number(events, sizeof events, "%.0f", fit->totals.events),
+            with_interval(half_life, sizeof half_life, "%.1f", center, half_life_ci),
+            number(shape, sizeof shape, "%.3f", fit->weibull.estimable ? fit->weibull.shape : NAN),
+            with_interval(median, sizeof median, "%g", fit->km.median, fit->km.median_ci),
+            fit->pinned ? "  (pinned)" : "");
+  }
+  if (results->overall.estimable) {
+    char p[32];
+    fprintf(out, "log-rank, %zu regions: chi-square %.1f on %d df, %s\n", results->n_regions,
+            results->overall.chisq, results->overall.df,
+            p_value(p, sizeof p, results->overall.p_value));
+  }
+}
