@@ -53,6 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "trace"))
 import make_fixtures as trace_fixtures  # noqa: E402  (render with the chat template)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fixture_versions  # noqa: E402  (tests/fixture_versions.py)
 
 MERGES = 230
 QWEN25_ADDED = 22  # Qwen2.5's added tokens: ids 151643..151664
@@ -224,18 +226,6 @@ def build(cfg, tok, tok_json, episodes):
         f.write("\n")
 
 
-def write_versions(directory):
-    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
-    script and the versions it ran with (no test reads the file)."""
-    import platform
-    lines = ["script: tests/collect/make_fixtures.py", f"python: {platform.python_version()}"]
-    lines.append(f"torch: {torch.__version__}")
-    lines.append(f"transformers: {transformers.__version__}")
-    lines.append(f"tokenizers: {tokenizers.__version__}")
-    lines.append(f"numpy: {np.__version__}")
-    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(lines) + "\n")
-
 
 def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -250,7 +240,7 @@ def main():
         episodes = [(n, json.loads(line)) for n, line in enumerate(f, 1) if line.strip()]
     for cfg in CONFIGS:
         build(cfg, tok, tok_json, episodes)
-    write_versions(os.path.join(HERE, "fixtures"))
+    fixture_versions.write_versions(os.path.join(HERE, "fixtures"), "tests/collect/make_fixtures.py", [torch, transformers, tokenizers, np])
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 from transformers import Qwen2ForCausalLM
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fixture_versions  # noqa: E402  (tests/fixture_versions.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures")
@@ -261,24 +263,12 @@ def build(spec):
     return size
 
 
-def write_versions(directory):
-    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
-    script and the versions it ran with (no test reads the file)."""
-    import platform
-    lines = ["script: tests/model/make_fixtures.py", f"python: {platform.python_version()}"]
-    lines.append(f"torch: {torch.__version__}")
-    lines.append(f"transformers: {transformers.__version__}")
-    lines.append(f"safetensors: {safetensors.__version__}")
-    lines.append(f"numpy: {np.__version__}")
-    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(lines) + "\n")
-
 
 def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     os.makedirs(OUT, exist_ok=True)
     total = sum(build(spec) for spec in CHECKPOINTS)
-    write_versions(OUT)
+    fixture_versions.write_versions(OUT, "tests/model/make_fixtures.py", [torch, transformers, safetensors, np])
     print(f"total {total / 1e6:.2f} MB")
 
 

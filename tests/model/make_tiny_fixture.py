@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "data", "models"))
 import attention_by_region  # noqa: E402
 import train_tiny_qwen2  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fixture_versions  # noqa: E402  (tests/fixture_versions.py)
 
 MODEL = os.path.join(ROOT, "data", "models", "qwen2-tiny")
 TRACES = os.path.join(ROOT, "data", "traces", "agent-450.jsonl")
@@ -60,18 +62,6 @@ def save(name, array):
     print(f"{name}: {array.dtype} {list(array.shape)}")
 
 
-def write_versions(directory):
-    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
-    script and the versions it ran with (no test reads the file)."""
-    import platform
-    lines = ["script: tests/model/make_tiny_fixture.py", f"python: {platform.python_version()}"]
-    lines.append(f"torch: {torch.__version__}")
-    lines.append(f"transformers: {transformers.__version__}")
-    lines.append(f"tokenizers: {tokenizers.__version__}")
-    lines.append(f"numpy: {np.__version__}")
-    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(lines) + "\n")
-
 
 def main():
     torch.set_num_threads(2)
@@ -97,7 +87,7 @@ def main():
     save("argmax.npy", logits.argmax(dim=-1).numpy().astype(np.int32))
     save("decode_attn.npy", decode.numpy().astype(np.float32))
     save("prefill_attn.npy", prefill.numpy().astype(np.float32))
-    write_versions(OUT)
+    fixture_versions.write_versions(OUT, "tests/model/make_tiny_fixture.py", [torch, transformers, tokenizers, np])
     print(f"episode {episode['id']}: prompt {n} tokens, {STEPS} decode steps, regions "
           + ", ".join(f"{r} {regions.count(r)}" for r in attention_by_region.REGIONS))
     print(f"logit rows kept: {len(rows)} ({int(used[rows].sum())} used, {int((~used[rows]).sum())} zero rows)")

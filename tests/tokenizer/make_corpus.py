@@ -37,6 +37,8 @@ import unicodedata
 
 import tokenizers
 from tokenizers import Tokenizer
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fixture_versions  # noqa: E402  (tests/fixture_versions.py)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 QWEN = os.path.join(ROOT, "data", "tokenizer", "qwen", "tokenizer.json")
@@ -512,15 +514,6 @@ def write(path, text):
     print(f"wrote {os.path.relpath(path, ROOT)}", file=sys.stderr)
 
 
-def write_versions(directory):
-    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
-    script and the versions it ran with (no test reads the file)."""
-    import platform
-    lines = ["script: tests/tokenizer/make_corpus.py", f"python: {platform.python_version()}"]
-    lines.append(f"tokenizers: {tokenizers.__version__}")
-    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(lines) + "\n")
-
 
 def main():
     os.makedirs(OUT, exist_ok=True)
@@ -547,7 +540,7 @@ def main():
     write(gpt2_path, json.dumps(gpt2_tokenizer(small), ensure_ascii=False, indent=1) + "\n")
     gpt2_tok = Tokenizer.from_file(gpt2_path)
     write(os.path.join(OUT, "gpt2_corpus.jsonl"), encode_all(gpt2_tok, texts[::5] + small_corpus()))
-    write_versions(OUT)
+    fixture_versions.write_versions(OUT, "tests/tokenizer/make_corpus.py", [tokenizers])
 
 
 if __name__ == "__main__":

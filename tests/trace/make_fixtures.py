@@ -24,6 +24,9 @@ import struct
 import tokenizers
 import transformers
 from transformers import PreTrainedTokenizerFast
+import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import fixture_versions  # noqa: E402  (tests/fixture_versions.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -140,23 +143,13 @@ def shipped_fixtures(tok, template):
     print(f"shipped-prompts.jsonl: {len(rows)} episodes")
 
 
-def write_versions(directory):
-    """Records what made the files of DIRECTORY in DIRECTORY/VERSIONS: this
-    script and the versions it ran with (no test reads the file)."""
-    import platform
-    lines = ["script: tests/trace/make_fixtures.py", f"python: {platform.python_version()}"]
-    lines.append(f"transformers: {transformers.__version__}")
-    lines.append(f"tokenizers: {tokenizers.__version__}")
-    with open(os.path.join(directory, "VERSIONS"), "w", encoding="utf-8", newline="\n") as f:
-        f.write("\n".join(lines) + "\n")
-
 
 def main():
     tok, template = template_engine()
     render_fixtures(tok, template)
     tojson_fixtures()
     shipped_fixtures(tok, template)
-    write_versions(os.path.join(HERE, "data"))
+    fixture_versions.write_versions(os.path.join(HERE, "data"), "tests/trace/make_fixtures.py", [transformers, tokenizers])
 
 
 if __name__ == "__main__":
