@@ -24,7 +24,9 @@ int md_cli_exit_code(md_error_kind kind) {
 
 int md_cli_report(const md_error *err) {
   fprintf(stderr, MD_PROGRAM ": %s\n", err->message[0] ? err->message : md_status_name(err->status));
-  return md_cli_exit_code(err->kind);
+  /* Called for a failure: one whose error was never recorded (kind none)
+   * still must not exit 0. */
+  return err->kind == MD_KIND_NONE ? MD_EXIT_FAILURE : md_cli_exit_code(err->kind);
 }
 
 int md_cli_usage_error(const char *command, const char *fmt, ...) {

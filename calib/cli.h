@@ -23,7 +23,8 @@ enum {
 int md_cli_exit_code(md_error_kind kind);
 
 /* Prints "memdecay-calibrate: <message>" to stderr and returns the exit code
- * of the error's kind (md_cli_exit_code). */
+ * of the error's kind (md_cli_exit_code); MD_EXIT_FAILURE when no kind was
+ * recorded, so a failure never exits 0. */
 int md_cli_report(const md_error *err);
 
 /* Prints "memdecay-calibrate <command>: <message>" plus a hint to run

@@ -467,7 +467,7 @@ static int expected_identity(run_options *r, char traces[MD_SHA256_HEX],
   }
   if (r->collect.model_dir) {
     char *path = join(r->collect.model_dir, "config.json");
-    md_status s = path ? md_sha256_file(path, config, &err) : MD_E_NOMEM;
+    md_status s = path ? md_sha256_file(path, config, &err) : md_fail(&err, MD_E_NOMEM, "out of memory");
     free(path);
     if (s != MD_OK) return md_cli_report(&err);
     r->extract.expect_config_sha256 = config;
