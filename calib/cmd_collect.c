@@ -12,6 +12,7 @@
 #include "calib/progress.h"
 #include "collector/capture/collect.h"
 #include "collector/tokenizer/episode_tokens.h"
+#include "io/base/policy_defaults.h"
 
 static const char command[] = "collect";
 
@@ -48,7 +49,7 @@ static void print_help(FILE *out) {
       "      --cuda-graphs      CUDA: record each decode step as a CUDA graph and replay it\n"
       "      --layers A:B       capture layers A to B-1 (default: all; A: or :B allowed)\n"
       "      --heads mean|max   aggregate the heads of a decode row by mean (default) or max\n"
-      "      --page-size N      KV-cache page of a token = position / N (default 16)\n"
+      "      --page-size N      KV-cache page of a token = position / N (default " MD_DEFAULT_TEXT(MD_POLICY_PAGE_SIZE_DEFAULT) ")\n"
       "      --max-steps N      cap every decode window at N steps (default: no cap)\n"
       "      --max-episodes N   collect only the first N episodes of the file\n"
       "      --shard K/N        collect only shard K (0 to N-1) of N: a contiguous block of\n"

@@ -7,6 +7,8 @@
 #include "calib/commands.h"
 #include "calib/fit_job.h"
 #include "calib/fit_options.h"
+#include "fit/regions/region_fits.h"
+#include "io/base/policy_defaults.h"
 #include "md_build_config.h"
 
 typedef struct fit_options {
@@ -32,7 +34,7 @@ static void print_help(FILE *out) {
       "\n"
       "Options:\n"
       "  -o, --output FILE      write the config to FILE (default: standard output)\n"
-      "      --level P          confidence level of every interval (default 0.95)\n"
+      "      --level P          confidence level of every interval (default " MD_DEFAULT_TEXT(MD_REGIONS_LEVEL_DEFAULT) ")\n"
       "      --band TYPE        Kaplan-Meier band: log, log-log or plain (default log)\n"
       "      --pin REGION       pin REGION (never evicted, base priority 1); repeatable;\n"
       "                         system is pinned by default\n"
@@ -112,7 +114,7 @@ const md_opt_command md_fit_command = {"fit", groups, print_help, 0};
 static int parse_options(int argc, char **argv, fit_options *options) {
   md_fit_job *job = &options->job;
   job->command = "fit";
-  job->settings.level = 0.95;
+  job->settings.level = MD_REGIONS_LEVEL_DEFAULT;
   job->settings.band = MD_KM_BAND_LOG;
   options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
   if (!options->pins) return MD_EXIT_FAILURE;

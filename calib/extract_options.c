@@ -2,6 +2,7 @@
 
 #include "calib/cli.h"
 #include "calib/fit_options.h"
+#include "fit/regions/region_fits.h"
 
 enum { ESTIMAND, TAU, GUARD, EWMA_BETA, QUANTILE, KAPPA_MEMORY, PIN, NO_PIN };
 
@@ -21,7 +22,7 @@ void md_extract_job_defaults(md_extract_job *job, const char *command) {
   job->command = command;
   job->lifetimes = MD_LIFETIME_PARAMS_DEFAULT;
   job->norm = MD_ATTN_NORM_PARAMS_DEFAULT;
-  job->settings.level = 0.95;
+  job->settings.level = MD_REGIONS_LEVEL_DEFAULT;
   job->settings.band = MD_KM_BAND_LOG;
 }
 

@@ -451,7 +451,8 @@ static md_status init_results(eval_state *st, md_error *err) {
   r->max_answer_tokens = o->max_answer_tokens ? o->max_answer_tokens : MD_EVAL_DEFAULT_ANSWER_TOKENS;
   r->seed = o->seed;
   r->sink_tokens = SINK_TOKENS;
-  static const double default_budgets[] = {0.25, 0.5};
+  static const double default_budgets[] = {MD_EVAL_DEFAULT_BUDGET_SMALL,
+                                           MD_EVAL_DEFAULT_BUDGET_LARGE};
   const double *budgets = o->n_budgets ? o->budgets : default_budgets;
   size_t n_budgets = o->n_budgets ? o->n_budgets : 2;
   st->run_kind[r->n_runs] = MD_POLICY_FULL;

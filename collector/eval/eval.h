@@ -57,7 +57,10 @@
 #include "io/formats/eval_results.h"
 #include "runtime/policy.h"
 
-enum { MD_EVAL_DEFAULT_ANSWER_TOKENS = 32 };
+#define MD_EVAL_DEFAULT_ANSWER_TOKENS 32 /* eval --max-answer-tokens */
+/* eval --budgets: the two cache budgets, as shares of each prompt */
+#define MD_EVAL_DEFAULT_BUDGET_SMALL 0.25
+#define MD_EVAL_DEFAULT_BUDGET_LARGE 0.5
 
 /* The default policies: every kind (full is the ceiling, always run). */
 extern const md_policy_kind md_eval_default_policies[];
@@ -73,7 +76,7 @@ typedef struct md_eval_options {
   md_policy_kind policies[MD_EVAL_MAX_POLICIES];
   size_t n_policies;          /* 0: md_eval_default_policies; full is added when absent */
   double budgets[MD_EVAL_MAX_BUDGETS];
-  size_t n_budgets;           /* 0: 0.25 and 0.5 */
+  size_t n_budgets;           /* 0: MD_EVAL_DEFAULT_BUDGET_SMALL and _LARGE */
   int page_size;              /* 0: the config's policy.page_size */
   size_t max_answer_tokens;   /* 0: MD_EVAL_DEFAULT_ANSWER_TOKENS */
   size_t max_episodes;        /* 0: all */

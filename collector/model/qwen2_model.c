@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "collector/model/qwen2_config.h"
+#include "io/base/json_fields.h"
 #include "io/formats/safetensors.h"
 
 #define SINGLE_FILE "model.safetensors"
@@ -121,11 +122,9 @@ static md_status check_weight_map(const md_qwen2_model *model, json_t *map, md_e
 }
 
 static md_status open_index(md_qwen2_model *model, md_error *err) {
-  json_error_t jerr;
-  json_t *index = json_load_file(model->index_path, JSON_REJECT_DUPLICATES, &jerr);
-  if (!index)
-    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", model->index_path, jerr.line,
-                   jerr.column, jerr.text);
+  json_t *index;
+  md_status loaded = md_json_load(model->index_path, &index, err);
+  if (loaded != MD_OK) return loaded;
   json_t *map = json_is_object(index) ? json_object_get(index, "weight_map") : NULL;
   md_status status = check_weight_map(model, map, err);
   if (status == MD_OK) model->weight_map = json_incref(map);

@@ -85,12 +85,13 @@ typedef struct md_region_table {
 } md_region_table;
 
 typedef struct md_attn_norm_params {
-  double ewma_beta;     /* in [0, 1); default 0.9 */
-  double quantile;      /* q in (0, 1); default 0.95 */
+  double ewma_beta;     /* in [0, 1) */
+  double quantile;      /* q in (0, 1) */
   size_t memory_bytes;  /* EWMA values kept in the first pass; past it, a second pass */
 } md_attn_norm_params;
 
-#define MD_ATTN_NORM_DEFAULT_MEMORY ((size_t)256 << 20)
+#define MD_ATTN_NORM_DEFAULT_MEMORY_MIB 256 /* extract --kappa-memory */
+#define MD_ATTN_NORM_DEFAULT_MEMORY ((size_t)MD_ATTN_NORM_DEFAULT_MEMORY_MIB << 20)
 #define MD_ATTN_NORM_PARAMS_DEFAULT \
   ((md_attn_norm_params){.ewma_beta = MD_POLICY_EWMA_BETA_DEFAULT,              \
                           .quantile = MD_POLICY_NORM_QUANTILE_DEFAULT,          \

@@ -27,8 +27,10 @@ typedef struct md_pin_override {
   bool pinned;
 } md_pin_override;
 
+#define MD_REGIONS_LEVEL_DEFAULT 0.95 /* fit --level */
+
 typedef struct md_regions_settings {
-  double level;                     /* confidence level of every interval */
+  double level;                     /* confidence level of every interval (fit --level) */
   md_km_band band;
   const md_priors *priors;          /* may be empty */
   const md_pin_override *pins;      /* --pin / --no-pin in command-line order */

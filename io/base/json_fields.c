@@ -11,17 +11,26 @@
 md_status md_json_load(const char *path, json_t **root, md_error *err) {
   *root = NULL;
   FILE *fp = fopen(path, "rb");
-  if (!fp)
-    return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path,
-                   strerror(errno));
+  md_status status;
+  if (!fp) {
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    md_error_at(err, path, 0, NULL);
+    return status;
+  }
   json_error_t json_err;
   *root = json_loadf(fp, JSON_REJECT_DUPLICATES, &json_err);
   bool read_failed = ferror(fp) != 0;
   fclose(fp);
   if (*root) return MD_OK;
-  if (read_failed) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read error", path);
-  return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, json_err.line, json_err.column,
-                 json_err.text);
+  if (read_failed) {
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: read error", path);
+    md_error_at(err, path, 0, NULL);
+    return status;
+  }
+  status = md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, json_err.line, json_err.column,
+                   json_err.text);
+  md_error_at(err, path, json_err.line > 0 ? (size_t)json_err.line : 0, NULL);
+  return status;
 }
 
 const char *md_json_kind(const json_t *value) {

@@ -20,8 +20,11 @@ typedef struct md_json_fields {
   md_error *err;
 } md_json_fields;
 
-/* Parses `path` (duplicate keys rejected). MD_E_IO when it cannot be opened
- * (MD_E_FORMAT when it does not exist) or read, MD_E_FORMAT on bad JSON. */
+/* Parses `path` (duplicate keys rejected): the one JSON loader of every
+ * reader of a JSON file. MD_E_IO of kind input when it cannot be opened
+ * (missing included) or read; MD_E_FORMAT on bad JSON, "FILE:LINE:COLUMN:
+ * what jansson says". The error's file field names `path`, its line field
+ * the line of bad JSON. */
 md_status md_json_load(const char *path, json_t **root, md_error *err);
 
 /* "an object", "a string", ..., "nothing" for NULL. */

@@ -3,7 +3,6 @@
 #include "io/base/csv.h"
 #include "io/base/numfmt.h"
 
-#include <csv.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -14,7 +13,7 @@
 
 /* Reads go through one buffer of this size; libcsv keeps its own state
  * across buffers, so a file of any size streams in constant memory. */
-enum { READ_CHUNK = 1 << 20, FIELD_SHOWN = 40, FIRST_ROWS = 1024 };
+enum { READ_CHUNK = 1 << 20, FIRST_ROWS = 1024 };
 
 /* ---- region names and the region table ---------------------------------- */
 
@@ -126,7 +125,7 @@ static bool append_row(md_events_region *region, double time, uint8_t event, dou
   return true;
 }
 
-/* ---- one file through libcsv -------------------------------------------- */
+/* ---- one file through the CSV reader (io/base/csv.h) --------------------- */
 
 typedef enum column_role {
   COL_OTHER = 0,
@@ -140,51 +139,17 @@ typedef enum column_role {
 
 static const char *const role_names[COL_ROLES] = {"", "region", "time", "event", "entry", "weight"};
 
-typedef struct csv_reader {
+typedef struct events_reader {
   md_events *events;
-  md_error *err;
-  md_status status;        /* first error; later callbacks do nothing */
-  const char *path;        /* as named in messages */
-  size_t line;             /* line being parsed, 1-based */
-  size_t last_row_line;    /* line on which the last record ended */
-  size_t field;            /* index of the next field in the current record */
-  bool in_header;
-  size_t n_columns;
-  char **names;            /* header names, [n_columns] */
-  size_t names_cap;
-  column_role *roles;      /* [n_columns] */
+  md_csv_reader csv;
+  column_role *roles;            /* [csv.n_columns] */
   size_t role_column[COL_ROLES]; /* 1-based column of each role, 0 = absent */
-  size_t rows;             /* data rows read from this file */
+  size_t rows;                   /* data rows read from this file */
   /* the row being assembled */
   size_t region_index;
   double time, entry, weight;
   uint8_t event;
-} csv_reader;
-
-/* Copies a field for a message: at most FIELD_SHOWN bytes, control bytes
- * shown as '?', "..." when cut. */
-static const char *shown(char *out, size_t out_size, const char *text, size_t len) {
-  size_t keep = len > FIELD_SHOWN ? FIELD_SHOWN : len;
-  if (keep + 4 > out_size) keep = out_size - 4;
-  for (size_t i = 0; i < keep; i++) {
-    unsigned char c = (unsigned char)text[i];
-    out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-  }
-  strcpy(out + keep, keep < len ? "..." : "");
-  return out;
-}
-
-/* Records "FILE:LINE:COLUMN: what" (plus the field's text when given). */
-static void fail_at(csv_reader *r, md_status status, size_t column, const char *what,
-                    const char *text, size_t len) {
-  char field[FIELD_SHOWN + 4];
-  if (text) {
-    r->status = md_fail(r->err, status, "%s:%zu:%zu: %s: \"%s\"", r->path, r->line, column, what,
-                        shown(field, sizeof field, text, len));
-  } else {
-    r->status = md_fail(r->err, status, "%s:%zu:%zu: %s", r->path, r->line, column, what);
-  }
-}
+} events_reader;
 
 /* Integer decode steps are the common case and are exact as doubles below
  * 2^53, so plain digit strings skip strtod. */
@@ -204,57 +169,63 @@ static bool parse_number(const char *text, size_t len, double *value) {
   return end == text + len;
 }
 
-/* Parses a numeric field; on failure records the error and returns false. */
-static bool number_field(csv_reader *r, column_role role, size_t column, const char *text,
-                         size_t len, double *value) {
+/* Parses a numeric field into *value, or records the error. */
+static md_status number_field(events_reader *r, column_role role, size_t column, const char *text,
+                              size_t len, double *value) {
   char what[64];
   if (len == 0) {
     snprintf(what, sizeof what, "'%s' is empty", role_names[role]);
-    fail_at(r, MD_E_FORMAT, column, what, NULL, 0);
-    return false;
+    return md_csv_fail_at(&r->csv, MD_E_FORMAT, column, what, NULL, 0);
   }
   if (!parse_number(text, len, value)) {
     snprintf(what, sizeof what, "'%s' is not a number", role_names[role]);
-    fail_at(r, MD_E_FORMAT, column, what, text, len);
-    return false;
+    return md_csv_fail_at(&r->csv, MD_E_FORMAT, column, what, text, len);
   }
   if (!isfinite(*value)) {
     snprintf(what, sizeof what, "'%s' is not finite", role_names[role]);
-    fail_at(r, MD_E_FORMAT, column, what, text, len);
-    return false;
+    return md_csv_fail_at(&r->csv, MD_E_FORMAT, column, what, text, len);
   }
-  return true;
+  return MD_OK;
 }
 
-static void region_field(csv_reader *r, size_t column, const char *text, size_t len) {
+static md_status region_field(events_reader *r, size_t column, const char *text, size_t len) {
   md_events *events = r->events;
   /* Rows usually come in runs of one region: try the last one first. */
   if (r->region_index < events->n_regions &&
       name_equals(&events->regions[r->region_index], text, len))
-    return;
+    return MD_OK;
   r->region_index = lookup_region(events, text, len);
-  if (r->region_index < events->n_regions) return;
-  if (len == 0) {
-    fail_at(r, MD_E_FORMAT, column, "'region' is empty", NULL, 0);
-    return;
-  }
+  if (r->region_index < events->n_regions) return MD_OK;
+  if (len == 0) return md_csv_fail_at(&r->csv, MD_E_FORMAT, column, "'region' is empty", NULL, 0);
   if (!md_region_name_valid(text, len)) {
-    fail_at(r, MD_E_FORMAT, column,
-            "'region' is not a valid region name (lower-case letters, digits and '_', "
-            "starting with a letter)",
-            text, len);
-    return;
+    return md_csv_fail_at(&r->csv, MD_E_FORMAT, column,
+                          "'region' is not a valid region name (lower-case letters, digits and "
+                          "'_', starting with a letter)",
+                          text, len);
   }
-  if (add_region(events, text, len, r->err) != MD_OK) r->status = r->err->status;
+  return add_region(events, text, len, r->csv.err);
 }
 
-static void data_field(csv_reader *r, size_t index, const char *text, size_t len) {
+/* The fields read are compared as C strings or parsed further on (region
+ * names, numbers): a NUL byte would cut them short, so a field holding one
+ * is refused before any of that. Columns the reader ignores are not looked
+ * at. */
+static md_status on_field(void *user, md_csv_reader *csv, size_t index, const char *text,
+                          size_t len) {
+  events_reader *r = user;
+  if (index >= csv->n_columns) return MD_OK;
   size_t column = index + 1;
   column_role role = r->roles[index];
+  if (role == COL_OTHER) return MD_OK;
+  if (memchr(text, '\0', len)) {
+    char what[64];
+    snprintf(what, sizeof what, "a NUL byte in '%s'", role_names[role]);
+    return md_csv_fail_at(csv, MD_E_FORMAT, column, what, text, len);
+  }
   switch (role) {
     case COL_OTHER:
-    case COL_ROLES: return;
-    case COL_REGION: region_field(r, column, text, len); return;
+    case COL_ROLES: return MD_OK;
+    case COL_REGION: return region_field(r, column, text, len);
     case COL_EVENT: {
       double value = -1.0;
       if (len == 1 && (text[0] == '0' || text[0] == '1')) {
@@ -262,80 +233,32 @@ static void data_field(csv_reader *r, size_t index, const char *text, size_t len
       } else if (parse_number(text, len, &value) && (value == 0.0 || value == 1.0)) {
         r->event = (uint8_t)value;
       } else {
-        fail_at(r, MD_E_FORMAT, column, "'event' must be 0 (censored) or 1 (observed)", text, len);
+        return md_csv_fail_at(csv, MD_E_FORMAT, column,
+                              "'event' must be 0 (censored) or 1 (observed)", text, len);
       }
-      return;
+      return MD_OK;
     }
-    case COL_TIME:
-      if (!number_field(r, role, column, text, len, &r->time)) return;
-      if (r->time < 0) fail_at(r, MD_E_FORMAT, column, "'time' is negative", text, len);
-      return;
-    case COL_ENTRY:
-      if (!number_field(r, role, column, text, len, &r->entry)) return;
-      if (r->entry < 0) fail_at(r, MD_E_FORMAT, column, "'entry' is negative", text, len);
-      return;
-    case COL_WEIGHT:
-      if (!number_field(r, role, column, text, len, &r->weight)) return;
-      if (r->weight <= 0) {
-        fail_at(r, MD_E_FORMAT, column, "'weight' must be greater than 0", text, len);
-      }
-      return;
-  }
-}
-
-static void header_field(csv_reader *r, const char *text, size_t len) {
-  if (r->n_columns == r->names_cap) {
-    size_t cap = r->names_cap ? 2 * r->names_cap : 16;
-    char **names = realloc(r->names, cap * sizeof *names);
-    if (!names) {
-      r->status = md_fail(r->err, MD_E_NOMEM, "%s: out of memory reading the header", r->path);
-      return;
+    case COL_TIME: {
+      md_status status = number_field(r, role, column, text, len, &r->time);
+      if (status == MD_OK && r->time < 0)
+        status = md_csv_fail_at(csv, MD_E_FORMAT, column, "'time' is negative", text, len);
+      return status;
     }
-    r->names = names;
-    r->names_cap = cap;
+    case COL_ENTRY: {
+      md_status status = number_field(r, role, column, text, len, &r->entry);
+      if (status == MD_OK && r->entry < 0)
+        status = md_csv_fail_at(csv, MD_E_FORMAT, column, "'entry' is negative", text, len);
+      return status;
+    }
+    case COL_WEIGHT: {
+      md_status status = number_field(r, role, column, text, len, &r->weight);
+      if (status == MD_OK && r->weight <= 0)
+        status = md_csv_fail_at(csv, MD_E_FORMAT, column, "'weight' must be greater than 0", text,
+                                len);
+      return status;
+    }
   }
-  char *name = malloc(len + 1);
-  if (!name) {
-    r->status = md_fail(r->err, MD_E_NOMEM, "%s: out of memory reading the header", r->path);
-    return;
-  }
-  memcpy(name, text, len);
-  name[len] = '\0';
-  r->names[r->n_columns++] = name;
-}
-
-/* Header names and the fields read are compared as C strings or parsed
- * further on (column roles, region names, numbers): a NUL byte would cut
- * them short, so a field holding one is refused here, before any of that.
- * Columns the reader ignores are not looked at. */
-static bool has_nul(csv_reader *r, size_t index, const char *text, size_t len) {
-  column_role role = COL_OTHER;
-  if (!r->in_header) {
-    role = index < r->n_columns ? r->roles[index] : COL_OTHER;
-    if (role == COL_OTHER || role == COL_ROLES) return false;
-  }
-  if (!memchr(text, '\0', len)) return false;
-  char what[64];
-  if (r->in_header) {
-    snprintf(what, sizeof what, "a NUL byte in a column name");
-  } else {
-    snprintf(what, sizeof what, "a NUL byte in '%s'", role_names[role]);
-  }
-  fail_at(r, MD_E_FORMAT, index + 1, what, text, len);
-  return true;
-}
-
-static void on_field(void *text, size_t len, void *data) {
-  csv_reader *r = data;
-  if (r->status != MD_OK) return;
-  const char *field = text ? text : "";
-  size_t index = r->field++;
-  if (has_nul(r, index, field, len)) return;
-  if (r->in_header) {
-    header_field(r, field, len);
-  } else if (index < r->n_columns) {
-    data_field(r, index, field, len);
-  }
+  return MD_OK;
 }
 
 static column_role role_of(const char *name) {
@@ -345,153 +268,88 @@ static column_role role_of(const char *name) {
   return COL_OTHER;
 }
 
-static void finish_header(csv_reader *r) {
-  r->in_header = false;
-  r->roles = calloc(r->n_columns, sizeof *r->roles);
-  if (!r->roles) {
-    r->status = md_fail(r->err, MD_E_NOMEM, "%s: out of memory reading the header", r->path);
-    return;
-  }
-  size_t first, repeat;
-  if (md_csv_header_repeat((const char *const *)r->names, r->n_columns, &first, &repeat)) {
-    char what[80];
-    snprintf(what, sizeof what, "duplicate column name (first in column %zu)", first + 1);
-    fail_at(r, MD_E_FORMAT, repeat + 1, what, r->names[repeat], strlen(r->names[repeat]));
-    return;
-  }
-  for (size_t i = 0; i < r->n_columns; i++) {
-    r->roles[i] = role_of(r->names[i]);
+static md_status on_header(void *user, md_csv_reader *csv) {
+  events_reader *r = user;
+  r->roles = calloc(csv->n_columns + 1, sizeof *r->roles);
+  if (!r->roles)
+    return md_fail(csv->err, MD_E_NOMEM, "%s: out of memory reading the header", csv->path);
+  for (size_t i = 0; i < csv->n_columns; i++) {
+    r->roles[i] = role_of(csv->names[i]);
     if (r->roles[i] != COL_OTHER) r->role_column[r->roles[i]] = i + 1;
   }
   bool any_known = false;
   for (int role = COL_REGION; role < COL_ROLES; role++) any_known |= r->role_column[role] != 0;
   for (int role = COL_REGION; role <= COL_EVENT; role++) {
     if (r->role_column[role]) continue;
-    r->status = md_fail(r->err, MD_E_FORMAT,
-                        any_known ? "%s:%zu: the header has no '%s' column (required: region, "
-                                    "time, event)"
-                                  : "%s:%zu: no header row: the first line must name the "
-                                    "columns (region, time, event; '%s' is missing)",
-                        r->path, r->line, role_names[role]);
-    return;
+    md_status status = md_fail(
+        csv->err, MD_E_FORMAT,
+        any_known ? "%s:%zu: the header has no '%s' column (required: region, time, event)"
+                  : "%s:%zu: no header row: the first line must name the columns (region, time, "
+                    "event; '%s' is missing)",
+        csv->path, csv->line, role_names[role]);
+    md_error_at(csv->err, csv->path, csv->line, NULL);
+    return status;
   }
+  return MD_OK;
 }
 
-static void finish_row(csv_reader *r, size_t fields) {
-  if (fields != r->n_columns) {
-    size_t column = fields > r->n_columns ? r->n_columns + 1 : fields + 1;
-    r->status = md_fail(r->err, MD_E_FORMAT, "%s:%zu:%zu: %zu fields, but the header has %zu",
-                        r->path, r->line, column, fields, r->n_columns);
-    return;
-  }
-  if (!(r->time > r->entry)) {
-    char values[96];
-    snprintf(values, sizeof values, "'time' (%.17g) must be greater than 'entry' (%.17g)",
-             r->time, r->entry);
-    fail_at(r, MD_E_FORMAT, r->role_column[COL_TIME], values, NULL, 0);
-    return;
-  }
-  md_events_region *region = &r->events->regions[r->region_index];
-  if (!append_row(region, r->time, r->event, r->entry, r->weight)) {
-    r->status = md_fail(r->err, MD_E_NOMEM, "%s:%zu: out of memory storing region '%s'", r->path,
-                        r->line, region->name);
-    return;
-  }
-  r->rows++;
-}
-
-static void on_row(int terminator, void *data) {
-  (void)terminator;
-  csv_reader *r = data;
-  size_t fields = r->field;
-  r->field = 0;
-  if (r->status != MD_OK) return;
-  r->last_row_line = r->line;
-  if (r->in_header) {
-    finish_header(r);
-  } else {
-    finish_row(r, fields);
-  }
+static md_status on_row(void *user, md_csv_reader *csv, size_t fields) {
+  events_reader *r = user;
+  double time = r->time, entry = r->entry, weight = r->weight;
   r->entry = 0.0;
   r->weight = 1.0;
-}
-
-/* Feeds one buffer to libcsv a line at a time, so that every callback knows
- * the line it is on. Returns false when parsing must stop. */
-static bool feed(csv_reader *r, struct csv_parser *parser, const char *data, size_t size) {
-  const char *end = data + size;
-  while (data < end) {
-    const char *newline = memchr(data, '\n', (size_t)(end - data));
-    size_t len = newline ? (size_t)(newline - data) + 1 : (size_t)(end - data);
-    if (csv_parse(parser, data, len, on_field, on_row, r) != len && r->status == MD_OK) {
-      r->status = md_fail(r->err, MD_E_FORMAT,
-                          "%s:%zu:%zu: malformed quoting (a quote inside an unquoted field, or "
-                          "text after a closing quote)",
-                          r->path, r->line, r->field + 1);
-    }
-    if (r->status != MD_OK) return false;
-    if (newline) r->line++;
-    data += len;
+  if (fields != csv->n_columns) {
+    size_t column = fields > csv->n_columns ? csv->n_columns + 1 : fields + 1;
+    char what[96];
+    snprintf(what, sizeof what, "%zu fields, but the header has %zu", fields, csv->n_columns);
+    return md_csv_fail_at(csv, MD_E_FORMAT, column, what, NULL, 0);
   }
-  return true;
-}
-
-static void reader_release(csv_reader *r) {
-  for (size_t i = 0; i < r->n_columns; i++) free(r->names[i]);
-  free(r->names);
-  free(r->roles);
-}
-
-static md_status parse_stream(csv_reader *r, FILE *fp, char *buffer) {
-  struct csv_parser parser;
-  if (csv_init(&parser, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
-    return md_fail(r->err, MD_E_NOMEM, "%s: cannot set up the CSV parser", r->path);
+  if (!(time > entry)) {
+    char what[96];
+    snprintf(what, sizeof what, "'time' (%.17g) must be greater than 'entry' (%.17g)", time, entry);
+    return md_csv_fail_at(csv, MD_E_FORMAT, r->role_column[COL_TIME], what, NULL, 0);
   }
-  bool first = true;
+  md_events_region *region = &r->events->regions[r->region_index];
+  if (!append_row(region, time, r->event, entry, weight)) {
+    return md_fail(csv->err, MD_E_NOMEM, "%s:%zu: out of memory storing region '%s'", csv->path,
+                   csv->line, region->name);
+  }
+  r->rows++;
+  return MD_OK;
+}
+
+static const md_csv_handlers events_handlers = {on_header, on_field, on_row};
+
+static md_status parse_stream(events_reader *r, FILE *fp, char *buffer) {
   size_t got;
-  while (r->status == MD_OK && (got = fread(buffer, 1, READ_CHUNK, fp)) > 0) {
-    const char *data = buffer;
-    if (first && got >= 3 && !memcmp(data, "\xEF\xBB\xBF", 3)) {
-      data += 3;
-      got -= 3;
-    }
-    first = false;
-    feed(r, &parser, data, got);
+  while (r->csv.status == MD_OK && (got = fread(buffer, 1, READ_CHUNK, fp)) > 0)
+    md_csv_reader_feed(&r->csv, buffer, got);
+  if (r->csv.status == MD_OK && ferror(fp)) {
+    r->csv.status = md_fail_kind(r->csv.err, MD_E_IO, MD_KIND_INPUT, "%s:%zu: read error: %s",
+                                 r->csv.path, r->csv.line, strerror(errno));
   }
-  if (r->status == MD_OK && ferror(fp)) {
-    r->status = md_fail_kind(r->err, MD_E_IO, MD_KIND_INPUT, "%s:%zu: read error: %s", r->path, r->line,
-                        strerror(errno));
-  }
-  if (r->status == MD_OK && csv_fini(&parser, on_field, on_row, r) != 0 && r->status == MD_OK) {
-    r->status = md_fail(r->err, MD_E_FORMAT,
-                        "%s:%zu: unterminated quoted field (the file ends inside quotes)",
-                        r->path, r->last_row_line + 1);
-  }
-  csv_free(&parser);
-  return r->status;
+  return md_csv_reader_finish(&r->csv);
 }
 
 static md_status read_file(md_events *events, const char *path, char *buffer, md_error *err) {
   bool is_stdin = !strcmp(path, "-");
-  csv_reader r = {.events = events,
-                  .err = err,
-                  .path = is_stdin ? "<stdin>" : path,
-                  .line = 1,
-                  .in_header = true,
-                  .region_index = SIZE_MAX,
-                  .weight = 1.0};
-  FILE *fp = is_stdin ? stdin : fopen(path, "rb");
-  if (!fp) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path, strerror(errno));
-  md_status status = parse_stream(&r, fp, buffer);
-  if (!is_stdin) fclose(fp);
-  if (status == MD_OK && r.in_header) {
-    status = md_fail(err, MD_E_FORMAT, "%s:1: the file is empty (no header row)", r.path);
+  const char *shown_path = is_stdin ? "<stdin>" : path;
+  events_reader r = {.events = events, .region_index = SIZE_MAX, .weight = 1.0};
+  md_status status = md_csv_reader_init(&r.csv, shown_path, &events_handlers, &r, err);
+  FILE *fp = NULL;
+  if (status == MD_OK && !(fp = is_stdin ? stdin : fopen(path, "rb")))
+    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open: %s", path, strerror(errno));
+  if (status == MD_OK) status = parse_stream(&r, fp, buffer);
+  if (fp && !is_stdin) fclose(fp);
+  if (status == MD_OK && r.csv.in_header) {
+    status = md_fail(err, MD_E_FORMAT, "%s:1: the file is empty (no header row)", shown_path);
   }
   if (status == MD_OK && r.rows == 0) {
     status = md_warnings_add(&events->warnings, err,
-                             "%s: header only, no event rows (the file adds nothing)", r.path);
+                             "%s: header only, no event rows (the file adds nothing)", shown_path);
   }
-  reader_release(&r);
+  md_csv_reader_free(&r.csv);
+  free(r.roles);
   return status;
 }
 

@@ -1,12 +1,12 @@
-/* manifest.csv through libcsv. The file is fed a line at a time so that
- * every callback knows its line (as io/formats/events.c does); only the first
- * manifest_bytes bytes are read. Every row is checked against what run.json
- * says of its episode, whatever the order of the columns. */
+/* manifest.csv through the CSV reader of io/base/csv.h (libcsv, a line at a
+ * time, so every message names its line); only the first manifest_bytes
+ * bytes are read, and the caller pulls an episode at a time. Every row is
+ * checked against what run.json says of its episode, whatever the order of
+ * the columns. */
 #include "io/formats/run_manifest.h"
 
 #include "io/base/csv.h"
 
-#include <csv.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 
 #include "io/base/regions.h"
 
-enum { READ_CHUNK = 1 << 16, FIELD_SHOWN = 40 };
+enum { READ_CHUNK = 1 << 16 };
 
 typedef enum role {
   ROLE_OTHER = 0,
@@ -43,15 +43,10 @@ struct md_run_manifest_stream {
   char *buffer;
   size_t have, used;
   uint64_t remaining;            /* bytes of manifest_bytes not yet read */
-  bool first_read, finished;
+  bool finished;
   char last_byte;
-  struct csv_parser csv;
-  bool csv_ready;
+  md_csv_reader csv;
   /* header */
-  size_t line, field;
-  bool in_header;
-  size_t n_columns, names_cap;
-  char **names;
   role *roles;
   size_t role_column[ROLES];     /* 1-based, 0 = absent */
   /* position: the row expected next */
@@ -86,23 +81,13 @@ static bool reserve_tokens(md_run_token_arrays *arrays, size_t n) {
 
 /* ---- messages ------------------------------------------------------------------ */
 
-static const char *shown(char *out, size_t size, const char *text, size_t len) {
-  size_t keep = len > FIELD_SHOWN ? FIELD_SHOWN : len;
-  if (keep + 4 > size) keep = size - 4;
-  for (size_t i = 0; i < keep; i++) {
-    unsigned char c = (unsigned char)text[i];
-    out[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-  }
-  strcpy(out + keep, keep < len ? "..." : "");
-  return out;
-}
-
 static void fail_row(md_run_manifest_stream *s, size_t column, const char *what) {
   const md_run_episode_meta *meta = &s->info->episodes[s->episode];
   s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: %s (row %zu of episode \"%s\", which "
                       "run.json gives %zu prompt tokens and %zu decode steps)",
-                      s->path, s->line, column, what, s->row, meta->id, meta->prompt_tokens,
+                      s->path, s->csv.line, column, what, s->row, meta->id, meta->prompt_tokens,
                       meta->decode_steps);
+  md_error_at(s->err, s->path, s->csv.line, meta->id);
 }
 
 /* ---- fields ---------------------------------------------------------------------- */
@@ -122,10 +107,10 @@ static bool parse_integer(const char *text, size_t len, int64_t *value) {
 static void integer_field(md_run_manifest_stream *s, role r, size_t column, const char *text,
                           size_t len, int64_t expected) {
   int64_t value;
-  char what[160], field[FIELD_SHOWN + 4];
+  char what[160], field[MD_CSV_SHOWN_SIZE];
   if (!parse_integer(text, len, &value)) {
     snprintf(what, sizeof what, "'%s' is not an integer: \"%s\"", role_names[r],
-             shown(field, sizeof field, text, len));
+             md_csv_shown(field, text, len));
     fail_row(s, column, what);
     return;
   }
@@ -186,11 +171,11 @@ static void load_region(md_run_manifest_stream *s, size_t column, const char *na
 }
 
 static void region_field(md_run_manifest_stream *s, size_t column, const char *text, size_t len) {
-  char what[160], field[FIELD_SHOWN + 4];
+  char what[160], field[MD_CSV_SHOWN_SIZE];
   /* md_region_name_valid refuses a NUL byte too, before any strcmp below. */
   if (!md_region_name_valid(text, len)) {
     snprintf(what, sizeof what, "'region' is not a valid region name (lower-case letters, digits "
-             "and '_', starting with a letter): \"%s\"", shown(field, sizeof field, text, len));
+             "and '_', starting with a letter): \"%s\"", md_csv_shown(field, text, len));
     fail_row(s, column, what);
   } else if (s->scan) {
     scan_region(s, text);
@@ -202,12 +187,12 @@ static void region_field(md_run_manifest_stream *s, size_t column, const char *t
 static void data_field(md_run_manifest_stream *s, size_t index, const char *text, size_t len) {
   const md_run_episode_meta *meta = &s->info->episodes[s->episode];
   size_t column = index + 1, prompt = meta->prompt_tokens;
-  char what[200], field[FIELD_SHOWN + 4];
+  char what[200], field[MD_CSV_SHOWN_SIZE];
   switch (s->roles[index]) {
     case ROLE_EPISODE:
       if (strlen(meta->id) != len || memcmp(meta->id, text, len) != 0) {
         snprintf(what, sizeof what, "'episode' is \"%s\", expected \"%s\" (rows come in the "
-                 "order of run.json's episodes)", shown(field, sizeof field, text, len), meta->id);
+                 "order of run.json's episodes)", md_csv_shown(field, text, len), meta->id);
         fail_row(s, column, what);
       }
       return;
@@ -227,121 +212,71 @@ static void data_field(md_run_manifest_stream *s, size_t index, const char *text
   }
 }
 
-static void header_field(md_run_manifest_stream *s, const char *text, size_t len) {
-  /* Column names are matched as C strings: "region\0x" must not pass for
-   * "region". */
-  if (memchr(text, '\0', len)) {
-    char field[FIELD_SHOWN + 4];
-    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: a NUL byte in a column name: \"%s\"",
-                        s->path, s->line, s->n_columns + 1, shown(field, sizeof field, text, len));
-    return;
-  }
-  if (s->n_columns == s->names_cap) {
-    size_t cap = s->names_cap ? 2 * s->names_cap : 16;
-    char **names = realloc(s->names, cap * sizeof *names);
-    if (!names) {
-      s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory", s->path);
-      return;
-    }
-    s->names = names;
-    s->names_cap = cap;
-  }
-  char *name = malloc(len + 1);
-  if (!name) {
-    s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory", s->path);
-    return;
-  }
-  memcpy(name, text, len);
-  name[len] = '\0';
-  s->names[s->n_columns++] = name;
-}
-
-static void on_field(void *text, size_t len, void *data) {
-  md_run_manifest_stream *s = data;
-  if (s->status != MD_OK) return;
-  const char *field = text ? text : "";
-  size_t index = s->field++;
-  if (s->in_header) {
-    header_field(s, field, len);
-    return;
-  }
+static md_status on_field(void *user, md_csv_reader *csv, size_t index, const char *text,
+                          size_t len) {
+  md_run_manifest_stream *s = user;
   if (s->episode >= s->info->n_episodes) {
     s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu: a row after the %zu episodes that run.json "
-                        "lists, within its manifest_bytes (%llu)", s->path, s->line,
+                        "lists, within its manifest_bytes (%llu)", s->path, csv->line,
                         s->info->n_episodes, (unsigned long long)s->info->manifest_bytes);
-    return;
+    md_error_at(s->err, s->path, csv->line, NULL);
+    return s->status;
   }
   if (index == 0 && s->arrays && s->row == 0) {
     const md_run_episode_meta *meta = &s->info->episodes[s->episode];
     if (!reserve_tokens(s->arrays, meta->prompt_tokens + meta->decode_steps)) {
-      s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory for episode \"%s\"", s->path,
-                          meta->id);
-      return;
+      return s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory for episode \"%s\"",
+                                 s->path, meta->id);
     }
   }
-  if (index < s->n_columns) data_field(s, index, field, len);
+  if (index < csv->n_columns) data_field(s, index, text, len);
+  return s->status;
 }
 
 /* ---- rows -------------------------------------------------------------------------- */
 
-static void finish_header(md_run_manifest_stream *s) {
-  s->in_header = false;
-  s->roles = calloc(s->n_columns + 1, sizeof *s->roles);
-  if (!s->roles) {
-    s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory", s->path);
-    return;
-  }
-  size_t first, repeat;
-  if (md_csv_header_repeat((const char *const *)s->names, s->n_columns, &first, &repeat)) {
-    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: column '%s' repeats column %zu",
-                        s->path, s->line, repeat + 1, s->names[repeat], first + 1);
-    return;
-  }
-  for (size_t i = 0; i < s->n_columns; i++) {
+static md_status on_header(void *user, md_csv_reader *csv) {
+  md_run_manifest_stream *s = user;
+  s->roles = calloc(csv->n_columns + 1, sizeof *s->roles);
+  if (!s->roles) return s->status = md_fail(s->err, MD_E_NOMEM, "%s: out of memory", s->path);
+  for (size_t i = 0; i < csv->n_columns; i++) {
     for (int r = ROLE_EPISODE; r < ROLES; r++)
-      if (!strcmp(s->names[i], role_names[r])) s->roles[i] = (role)r;
+      if (!strcmp(csv->names[i], role_names[r])) s->roles[i] = (role)r;
     if (s->roles[i] != ROLE_OTHER) s->role_column[s->roles[i]] = i + 1;
   }
   for (int r = ROLE_EPISODE; r < ROLES; r++) {
     if (s->role_column[r]) continue;
     s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu: the header has no '%s' column (needed: "
-                        "episode, pos, region, page, birth, token_id)", s->path, s->line,
+                        "episode, pos, region, page, birth, token_id)", s->path, csv->line,
                         role_names[r]);
-    return;
+    md_error_at(s->err, s->path, csv->line, NULL);
+    return s->status;
   }
+  return MD_OK;
 }
 
-static void finish_row(md_run_manifest_stream *s, size_t fields) {
-  if (fields != s->n_columns) {
-    size_t column = fields > s->n_columns ? s->n_columns + 1 : fields + 1;
+static md_status on_row(void *user, md_csv_reader *csv, size_t fields) {
+  md_run_manifest_stream *s = user;
+  if (fields != csv->n_columns) {
+    size_t column = fields > csv->n_columns ? csv->n_columns + 1 : fields + 1;
     char what[96];
-    snprintf(what, sizeof what, "%zu fields, but the header has %zu", fields, s->n_columns);
+    snprintf(what, sizeof what, "%zu fields, but the header has %zu", fields, csv->n_columns);
     fail_row(s, column, what);
-    return;
+    return s->status;
   }
   if (s->arrays && s->episode_done) {
     fail_row(s, 1, "two rows on one line (rows must end with a line feed)");
-    return;
+    return s->status;
   }
   const md_run_episode_meta *meta = &s->info->episodes[s->episode];
-  if (++s->row < meta->prompt_tokens + meta->decode_steps) return;
+  if (++s->row < meta->prompt_tokens + meta->decode_steps) return MD_OK;
   s->episode_done = true;
   s->done_index = s->episode++;
   s->row = 0;
+  return MD_OK;
 }
 
-static void on_row(int terminator, void *data) {
-  (void)terminator;
-  md_run_manifest_stream *s = data;
-  size_t fields = s->field;
-  s->field = 0;
-  if (s->status != MD_OK) return;
-  if (s->in_header) {
-    finish_header(s);
-  } else {
-    finish_row(s, fields);
-  }
-}
+static const md_csv_handlers manifest_handlers = {on_header, on_field, on_row};
 
 /* ---- the byte stream ------------------------------------------------------------------ */
 
@@ -359,8 +294,6 @@ static void refill(md_run_manifest_stream *s) {
                               (unsigned long long)s->info->manifest_bytes);
     return;
   }
-  if (s->first_read && got >= 3 && !memcmp(s->buffer, "\xEF\xBB\xBF", 3)) s->used = 3;
-  s->first_read = false;
 }
 
 static void finish(md_run_manifest_stream *s) {
@@ -371,11 +304,10 @@ static void finish(md_run_manifest_stream *s) {
                         (unsigned long long)s->info->manifest_bytes);
     return;
   }
-  if (csv_fini(&s->csv, on_field, on_row, s) != 0 && s->status == MD_OK)
-    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu: unterminated quoted field", s->path,
-                        s->line);
+  s->csv.err = s->err;
+  if (md_csv_reader_finish(&s->csv) != MD_OK && s->status == MD_OK) s->status = s->csv.status;
   if (s->status != MD_OK) return;
-  if (s->in_header && s->info->n_episodes > 0) {
+  if (s->csv.in_header && s->info->n_episodes > 0) {
     s->status = md_fail(s->err, MD_E_FORMAT, "%s: no header row within run.json's "
                         "manifest_bytes (%llu)", s->path,
                         (unsigned long long)s->info->manifest_bytes);
@@ -383,14 +315,16 @@ static void finish(md_run_manifest_stream *s) {
     const md_run_episode_meta *meta = &s->info->episodes[s->episode];
     s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu: the rows end (at run.json's manifest_bytes, "
                         "%llu) with %zu of the %zu rows of episode \"%s\" (episode %zu of %zu "
-                        "in run.json)", s->path, s->line,
+                        "in run.json)", s->path, s->csv.line,
                         (unsigned long long)s->info->manifest_bytes, s->row,
                         meta->prompt_tokens + meta->decode_steps, meta->id, s->episode + 1,
                         s->info->n_episodes);
   }
 }
 
-/* Feeds the next line (or the rest of the buffer) to libcsv. */
+/* Feeds the next line (or the rest of the buffer) to the CSV reader: one line
+ * at a time, so that md_run_manifest_next stops right after an episode's
+ * last row. */
 static void step(md_run_manifest_stream *s) {
   if (s->used == s->have) {
     if (s->remaining == 0) {
@@ -403,12 +337,10 @@ static void step(md_run_manifest_stream *s) {
   const char *start = s->buffer + s->used;
   const char *newline = memchr(start, '\n', s->have - s->used);
   size_t len = newline ? (size_t)(newline - start) + 1 : s->have - s->used;
-  if (csv_parse(&s->csv, start, len, on_field, on_row, s) != len && s->status == MD_OK)
-    s->status = md_fail(s->err, MD_E_FORMAT, "%s:%zu:%zu: malformed quoting (a quote inside an "
-                        "unquoted field, or text after a closing quote)", s->path, s->line,
-                        s->field + 1);
+  s->csv.err = s->err;
+  if (md_csv_reader_feed(&s->csv, start, len) != MD_OK && s->status == MD_OK)
+    s->status = s->csv.status;
   s->last_byte = start[len - 1];
-  if (newline) s->line++;
   s->used += len;
 }
 
@@ -419,7 +351,6 @@ static md_status stream_open(const md_run_info *info, md_run_info *scan,
   md_run_manifest_stream *s = calloc(1, sizeof *s);
   if (!s) return md_fail(err, MD_E_NOMEM, "out of memory");
   *s = (md_run_manifest_stream){.info = info, .scan = scan, .arrays = arrays, .err = err,
-                                .line = 1, .in_header = true, .first_read = true,
                                 .remaining = info->manifest_bytes, .region_cache = SIZE_MAX};
   s->path = md_run_path(info->dir, "manifest.csv", NULL, "");
   s->buffer = malloc(READ_CHUNK);
@@ -434,9 +365,7 @@ static md_status stream_open(const md_run_info *info, md_run_info *scan,
     status = md_fail(err, MD_E_FORMAT, "%s: %lld bytes, but run.json's manifest_bytes is %llu: "
                      "the manifest is truncated", s->path, (long long)st.st_size,
                      (unsigned long long)info->manifest_bytes);
-  if (status == MD_OK && csv_init(&s->csv, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0)
-    status = md_fail(err, MD_E_NOMEM, "%s: cannot set up the CSV parser", s->path);
-  s->csv_ready = status == MD_OK;
+  if (status == MD_OK) status = md_csv_reader_init(&s->csv, s->path, &manifest_handlers, s, err);
   if (status != MD_OK) {
     md_run_manifest_close(s);
     return status;
@@ -481,10 +410,8 @@ md_status md_run_manifest_next(md_run_manifest_stream *s, size_t *episode, bool 
 
 void md_run_manifest_close(md_run_manifest_stream *s) {
   if (!s) return;
-  if (s->csv_ready) csv_free(&s->csv);
+  md_csv_reader_free(&s->csv);
   if (s->fp) fclose(s->fp);
-  for (size_t i = 0; i < s->n_columns; i++) free(s->names[i]);
-  free(s->names);
   free(s->roles);
   free(s->buffer);
   free(s->path);

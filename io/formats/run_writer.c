@@ -11,6 +11,7 @@
 
 #include "io/base/atomic_file.h"
 #include "io/base/csv.h"
+#include "io/base/json_fields.h"
 
 struct md_run_record {
   json_t *root;
@@ -211,13 +212,9 @@ static md_status check_loaded(json_t *root, const char *path, md_error *err) {
 
 md_status md_run_record_load(const char *path, md_run_record **record, md_error *err) {
   *record = NULL;
-  json_error_t jerr;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-  if (!root) {
-    if (access(path, R_OK) != 0)
-      return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot read: %s", path, strerror(errno));
-    return md_fail(err, MD_E_FORMAT, "%s:%d:%d: %s", path, jerr.line, jerr.column, jerr.text);
-  }
+  json_t *root;
+  md_status loaded = md_json_load(path, &root, err);
+  if (loaded != MD_OK) return loaded;
   md_status status = json_is_object(root) ? check_loaded(root, path, err)
                                           : md_fail(err, MD_E_FORMAT, "%s: not a JSON object", path);
   if (status == MD_OK && !(*record = malloc(sizeof **record)))

@@ -1,13 +1,16 @@
 /* Error kinds and fields (io/base/error.h): the kind each status has unless
- * its maker says otherwise, the fields, blame_input, and the trace reader
- * naming a skipped episode in `record` (what the collector's skip list
- * reads instead of parsing the message). */
+ * its maker says otherwise, the fields, blame_input, the trace reader naming
+ * a skipped episode in `record` (what the collector's skip list reads
+ * instead of parsing the message), and the events reader and the JSON
+ * loader filling the file and line fields. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "io/base/error.h"
+#include "io/base/json_fields.h"
+#include "io/formats/events.h"
 #include "io/formats/trace.h"
 #include "tests/test_util.h"
 
@@ -107,10 +110,41 @@ static void trace_names_the_episode(void) {
   CHECK(md_trace_open(path, NULL, &reader, &err) == MD_E_IO && err.kind == MD_KIND_INPUT);
 }
 
+/* Writes text to a new temporary file; returns 0 and its name in path. */
+static int temp_file(char *path, const char *text) {
+  int fd = mkstemp(path);
+  if (fd < 0) return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static void events_and_json_name_file_and_line(void) {
+  char csv[] = "/tmp/md-test-error-XXXXXX";
+  CHECK(temp_file(csv, "region,time,event\nuser,1,1\nuser,-2,0\n") == 0);
+  md_events events;
+  md_error err;
+  const char *paths[] = {csv};
+  CHECK(md_events_read(&events, paths, 1, &err) == MD_E_FORMAT);
+  CHECK_MSG(err.kind == MD_KIND_INPUT && !strcmp(err.file, csv) && err.line == 3,
+            "kind %d file \"%s\" line %zu", (int)err.kind, err.file, err.line);
+  unlink(csv);
+  char json[] = "/tmp/md-test-error-XXXXXX";
+  CHECK(temp_file(json, "{\"a\": 1,\n \"a\": 2}\n") == 0);
+  json_t *root;
+  CHECK(md_json_load(json, &root, &err) == MD_E_FORMAT && root == NULL);
+  CHECK_MSG(!strcmp(err.file, json) && err.line == 2, "file \"%s\" line %zu: %s", err.file,
+            err.line, err.message);
+  unlink(json);
+  CHECK(md_json_load(json, &root, &err) == MD_E_IO && err.kind == MD_KIND_INPUT &&
+        !strcmp(err.file, json));
+}
+
 int main(void) {
   kinds_follow_status();
   fields();
   blame_input();
   trace_names_the_episode();
+  events_and_json_name_file_and_line();
   return md_test_finish("io_error");
 }

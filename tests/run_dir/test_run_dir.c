@@ -115,45 +115,48 @@ typedef struct damage {
   const char *ops[3];    /* make_run_dir operations */
   const char *message;   /* expected in the error, after the run directory */
   bool at_iteration;     /* found while reading the episodes, not up front */
+  size_t line;           /* when not 0: the error's line field (its file field is manifest.csv) */
+  const char *record;    /* when not NULL: the error's record field (the episode) */
 } damage;
 
 static const damage damages[] = {
-    {"no run.json", {"remove:run.json"}, "/run.json: missing: not a run directory", false},
-    {"json syntax", {"truncate:run.json=50"}, "/run.json:", false},
-    {"format", {"set:format=\"memdecay-run/9\""}, "/run.json: format \"memdecay-run/9\" is not supported", false},
-    {"model name", {"drop:model.name"}, "/run.json: model.name: missing", false},
-    {"model hash", {"set:model.config_sha256=null"}, "/run.json: model.config_sha256: expected a non-empty string, found null", false},
-    {"manifest_bytes", {"drop:manifest_bytes"}, "/run.json: manifest_bytes: missing", false},
-    {"page size", {"set:aggregation.page_size=0"}, "/run.json: aggregation.page_size: expected an integer >= 1, found an integer", false},
-    {"traces", {"drop:traces.path"}, "/run.json: traces.path: missing", false},
-    {"complete", {"drop:complete"}, "/run.json: complete: missing", false},
-    {"episodes", {"set:episodes={}"}, "/run.json: episodes: expected an array, found an object", false},
-    {"decode steps", {"drop:episodes[1].decode_steps"}, "/run.json: episodes[1].decode_steps: missing", false},
-    {"prompt tokens", {"set:episodes[0].prompt_tokens=\"3\""}, "/run.json: episodes[0].prompt_tokens: expected an integer >= 1, found a string", false},
-    {"id as path", {"set:episodes[0].id=\"../e1\""}, "/run.json: episodes[0].id: \"../e1\" cannot name a file", false},
-    {"duplicate id", {"set:episodes[1].id=\"e1\""}, "/run.json: episodes[1].id: \"e1\" repeats episodes[0]", false},
-    {"layers", {"set:aggregation.layers=[2, 1]"}, "/run.json: aggregation.layers: expected [begin, end]", false},
-    {"no manifest", {"remove:manifest.csv"}, "/manifest.csv: cannot open", false},
-    {"manifest short", {"truncate:manifest.csv=100"}, "/manifest.csv: 100 bytes, but run.json's manifest_bytes is", false},
-    {"mid-row", {"set:manifest_bytes=60"}, "/manifest.csv: run.json's manifest_bytes (60) does not end on a line feed", false},
-    {"episode rows", {"set:episodes[0].decode_steps=4"}, "/manifest.csv:8:1: 'episode' is \"e2\", expected \"e1\"", false},
-    {"rows end", {"set:episodes[1].decode_steps=3"}, "/manifest.csv:13: the rows end (at run.json's manifest_bytes, ", false},
-    {"extra episode rows", {"set:episodes[1].prompt_tokens=1"}, "/manifest.csv:", false},
-    {"header", {"line:1=episode,pos,region,page,token_id,piece"}, "/manifest.csv:1: the header has no 'birth' column", false},
-    {"birth", {"line:3=e1,1,user,0,0,1001,x"}, "/manifest.csv:3:5: 'birth' is 0, expected -1 (row 1 of episode \"e1\"", false},
-    {"page", {"line:4=e1,2,user,0,-1,1002,x"}, "/manifest.csv:4:4: 'page' is 0, expected 1", false},
-    {"pos", {"line:4=e1,3,user,1,-1,1002,x"}, "/manifest.csv:4:2: 'pos' is 3, expected 2", false},
-    {"region", {"line:4=e1,2,User,1,-1,1002,x"}, "/manifest.csv:4:3: 'region' is not a valid region name", false},
-    {"token id", {"line:4=e1,2,user,1,-1,-5,x"}, "/manifest.csv:4:6: 'token_id' is negative", false},
-    {"vocabulary", {"line:4=e1,2,user,1,-1,100000,x"}, "/manifest.csv:4:6: 'token_id' 100000 is not below run.json's model.vocab", false},
-    {"fields", {"line:4=e1,2,user,1,-1"}, "/manifest.csv:4:6: 5 fields, but the header has 7", false},
-    {"number", {"line:4=e1,2x,user,1,-1,1002,x"}, "/manifest.csv:4:2: 'pos' is not an integer: \"2x\"", false},
-    {"quoting", {"line:4=e1,2,us\"er,1,-1,1002,x"}, "/manifest.csv:4:3: malformed quoting", false},
-    {"attn shape", {"npy:attn/e2=2x5"}, "/attn/e2.npy: shape [2, 5], but run.json and manifest.csv give episode \"e2\" 2 prompt tokens and 2 decode steps: expected [2, 4]", true},
-    {"prefill shape", {"npy:prefill/e1=4"}, "/prefill/e1.npy: shape [4], but run.json and manifest.csv give episode \"e1\" 3 prompt tokens and 3 decode steps: expected [3]", true},
-    {"attn missing", {"remove:attn/e2.npy"}, "/attn/e2.npy: No such file or directory", true},
-    {"attn truncated", {"truncate:attn/e1.npy=100"}, "/attn/e1.npy: ", true},
-    {"prefill truncated", {"truncate:prefill/e2.npy=130"}, "/prefill/e2.npy: truncated: the shape needs 8 bytes", true},
+    {"no run.json", {"remove:run.json"}, "/run.json: missing: not a run directory", false, 0, NULL},
+    {"json syntax", {"truncate:run.json=50"}, "/run.json:", false, 0, NULL},
+    {"format", {"set:format=\"memdecay-run/9\""}, "/run.json: format \"memdecay-run/9\" is not supported", false, 0, NULL},
+    {"model name", {"drop:model.name"}, "/run.json: model.name: missing", false, 0, NULL},
+    {"model hash", {"set:model.config_sha256=null"}, "/run.json: model.config_sha256: expected a non-empty string, found null", false, 0, NULL},
+    {"manifest_bytes", {"drop:manifest_bytes"}, "/run.json: manifest_bytes: missing", false, 0, NULL},
+    {"page size", {"set:aggregation.page_size=0"}, "/run.json: aggregation.page_size: expected an integer >= 1, found an integer", false, 0, NULL},
+    {"traces", {"drop:traces.path"}, "/run.json: traces.path: missing", false, 0, NULL},
+    {"complete", {"drop:complete"}, "/run.json: complete: missing", false, 0, NULL},
+    {"episodes", {"set:episodes={}"}, "/run.json: episodes: expected an array, found an object", false, 0, NULL},
+    {"decode steps", {"drop:episodes[1].decode_steps"}, "/run.json: episodes[1].decode_steps: missing", false, 0, NULL},
+    {"prompt tokens", {"set:episodes[0].prompt_tokens=\"3\""}, "/run.json: episodes[0].prompt_tokens: expected an integer >= 1, found a string", false, 0, NULL},
+    {"id as path", {"set:episodes[0].id=\"../e1\""}, "/run.json: episodes[0].id: \"../e1\" cannot name a file", false, 0, NULL},
+    {"duplicate id", {"set:episodes[1].id=\"e1\""}, "/run.json: episodes[1].id: \"e1\" repeats episodes[0]", false, 0, NULL},
+    {"layers", {"set:aggregation.layers=[2, 1]"}, "/run.json: aggregation.layers: expected [begin, end]", false, 0, NULL},
+    {"no manifest", {"remove:manifest.csv"}, "/manifest.csv: cannot open", false, 0, NULL},
+    {"manifest short", {"truncate:manifest.csv=100"}, "/manifest.csv: 100 bytes, but run.json's manifest_bytes is", false, 0, NULL},
+    {"mid-row", {"set:manifest_bytes=60"}, "/manifest.csv: run.json's manifest_bytes (60) does not end on a line feed", false, 0, NULL},
+    {"episode rows", {"set:episodes[0].decode_steps=4"}, "/manifest.csv:8:1: 'episode' is \"e2\", expected \"e1\"", false, 8, "e1"},
+    {"rows end", {"set:episodes[1].decode_steps=3"}, "/manifest.csv:13: the rows end (at run.json's manifest_bytes, ", false, 0, NULL},
+    {"extra episode rows", {"set:episodes[1].prompt_tokens=1"}, "/manifest.csv:", false, 0, NULL},
+    {"header", {"line:1=episode,pos,region,page,token_id,piece"}, "/manifest.csv:1: the header has no 'birth' column", false, 1, NULL},
+    {"repeated column", {"line:1=episode,pos,region,page,birth,token_id,pos"}, "/manifest.csv:1:7: duplicate column name (first in column 2): \"pos\"", false, 1, NULL},
+    {"birth", {"line:3=e1,1,user,0,0,1001,x"}, "/manifest.csv:3:5: 'birth' is 0, expected -1 (row 1 of episode \"e1\"", false, 3, "e1"},
+    {"page", {"line:4=e1,2,user,0,-1,1002,x"}, "/manifest.csv:4:4: 'page' is 0, expected 1", false, 0, NULL},
+    {"pos", {"line:4=e1,3,user,1,-1,1002,x"}, "/manifest.csv:4:2: 'pos' is 3, expected 2", false, 0, NULL},
+    {"region", {"line:4=e1,2,User,1,-1,1002,x"}, "/manifest.csv:4:3: 'region' is not a valid region name", false, 0, NULL},
+    {"token id", {"line:4=e1,2,user,1,-1,-5,x"}, "/manifest.csv:4:6: 'token_id' is negative", false, 0, NULL},
+    {"vocabulary", {"line:4=e1,2,user,1,-1,100000,x"}, "/manifest.csv:4:6: 'token_id' 100000 is not below run.json's model.vocab", false, 0, NULL},
+    {"fields", {"line:4=e1,2,user,1,-1"}, "/manifest.csv:4:6: 5 fields, but the header has 7", false, 0, NULL},
+    {"number", {"line:4=e1,2x,user,1,-1,1002,x"}, "/manifest.csv:4:2: 'pos' is not an integer: \"2x\"", false, 0, NULL},
+    {"quoting", {"line:4=e1,2,us\"er,1,-1,1002,x"}, "/manifest.csv:4:3: malformed quoting", false, 4, NULL},
+    {"attn shape", {"npy:attn/e2=2x5"}, "/attn/e2.npy: shape [2, 5], but run.json and manifest.csv give episode \"e2\" 2 prompt tokens and 2 decode steps: expected [2, 4]", true, 0, NULL},
+    {"prefill shape", {"npy:prefill/e1=4"}, "/prefill/e1.npy: shape [4], but run.json and manifest.csv give episode \"e1\" 3 prompt tokens and 3 decode steps: expected [3]", true, 0, NULL},
+    {"attn missing", {"remove:attn/e2.npy"}, "/attn/e2.npy: No such file or directory", true, 0, NULL},
+    {"attn truncated", {"truncate:attn/e1.npy=100"}, "/attn/e1.npy: ", true, 0, NULL},
+    {"prefill truncated", {"truncate:prefill/e2.npy=130"}, "/prefill/e2.npy: truncated: the shape needs 8 bytes", true, 0, NULL},
 };
 
 static int apply(const char *dir, const char *op_text) {
@@ -214,6 +217,13 @@ static void test_damages(void) {
     if (d->message)
       CHECK_MSG(strstr(err.message, d->message) != NULL, "%s: message \"%s\" lacks \"%s\"",
                 d->name, err.message, d->message);
+    size_t file_len = strlen(err.file), tail = strlen("/manifest.csv");
+    if (d->line)
+      CHECK_MSG(err.line == d->line && file_len > tail &&
+                    !strcmp(err.file + file_len - tail, "/manifest.csv"),
+                "%s: error fields file \"%s\" line %zu", d->name, err.file, err.line);
+    if (d->record)
+      CHECK_MSG(!strcmp(err.record, d->record), "%s: error record \"%s\"", d->name, err.record);
   }
 }
 
