@@ -32,9 +32,8 @@ done
 .ci/build >/dev/null
 bin=${MD_BUILD_DIR:-build}/calib/memdecay-calibrate
 rm -rf "$work" && mkdir -p "$work"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
-flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512_bf16|amx_bf16)$' | tr '\n' ' ')
-echo "cpu: $cpu; $(nproc) cores; flags: $flags"
+. bench/common.sh
+bench_cpu_line
 echo "threads: $threads; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; $(date -u +%Y-%m-%d)"
 
 # rate LOG WHAT: the "prefill|decode N tok/s" figure of a progress log's done line.

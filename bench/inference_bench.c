@@ -1,21 +1,35 @@
 /* The forward pass's speed against the machine's own limits. Run by
- * bench/inference_bench.sh, which prints the ratios; not a test.
+ * bench/inference_bench.sh and bench/llama_cpp_bench.sh, which print the
+ * ratios; not a test.
  *
  *   inference_bench limits [--threads N]
- *       prints the memory bandwidth (a STREAM-style triad and one large
- *       f32 cblas_sgemv) and the cblas_sgemm rate on a prefill-sized product
+ *       prints the compute peak (an FMA loop at the widest vector width
+ *       this CPU runs, on every thread: the machine's limit, not a
+ *       library's), the memory bandwidth (a STREAM-style triad and one large
+ *       f32 cblas_sgemv), and the cblas_sgemm rate on a prefill-sized
+ *       product with the OpenBLAS core it ran on (the best BLAS kernel when
+ *       the caller chose the core, as the scripts do)
  *   inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
- *                       [--capture-steps N]
- *       prefill of the prompt (raw little-endian int32 token ids), then N
- *       greedy decode steps; prints times, sizes and peak RSS. Then the
- *       cost of the fused attention capture: N more decode steps (default
- *       the --decode count) that alternate capture off and capture on (mean
- *       over heads, all layers, the row read back through two buffers as
- *       the collector does), so that both see the same positions and the
- *       same machine noise; prints the time of each half.
+ *                       [--capture-steps N] [--prefill-capture]
+ *       prefill of the prompt (raw little-endian int32 token ids; with
+ *       --prefill-capture, capturing the attention every prompt token
+ *       receives, as the collector does), then N greedy decode steps;
+ *       prints times, sizes and peak RSS. Then the cost of the fused
+ *       attention capture: N more decode steps (default the --decode count)
+ *       that alternate capture off and capture on (mean over heads, all
+ *       layers, the row read back through two buffers as the collector
+ *       does), so that both see the same positions and the same machine
+ *       noise; prints the time of each half.
+ *   inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]
+ *                         [--steps N] [--threads N]
+ *       decode speed against context depth: for each depth (ascending) the
+ *       cache is filled to it by prefilling random token ids (untimed), then
+ *       N decode steps alternate capture off and on as above; prints each
+ *       depth's times and the KV-cache bytes a step reads there.
  *
  * Output is "key value" lines for the script to read. */
 #include <cblas.h>
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +37,11 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MD_BENCH_X86 1
+#endif
 
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
@@ -130,9 +149,98 @@ static double bf16_matvec_gbs(int threads) {
   return (double)rows * cols * sizeof(uint16_t) / best / 1e9;
 }
 
+/* ---- the compute peak -------------------------------------------------------- */
+
+/* Twelve independent chains of acc = acc * a + b: enough to cover the FMA
+ * latency on every port (4 cycles x 2 ports needs 8; 12 leaves room), and
+ * 12 accumulators plus the two operands fit the 16 AVX2 registers, so
+ * nothing spills (named variables, not an array: an array stays in memory
+ * and the loop then measures store forwarding). a < 1 keeps the values
+ * finite. Returns the FLOPs done. */
+enum { ACCUMULATORS = 12 };
+
+#define FMA_STEP(fmadd) \
+  x0 = fmadd(x0, a, b); x1 = fmadd(x1, a, b); x2 = fmadd(x2, a, b); x3 = fmadd(x3, a, b); \
+  x4 = fmadd(x4, a, b); x5 = fmadd(x5, a, b); x6 = fmadd(x6, a, b); x7 = fmadd(x7, a, b); \
+  x8 = fmadd(x8, a, b); x9 = fmadd(x9, a, b); x10 = fmadd(x10, a, b); x11 = fmadd(x11, a, b);
+
+#define FMA_BODY(vec, set1, fmadd, add, lanes)                                          \
+  vec x0 = set1(1.00f), x1 = set1(1.01f), x2 = set1(1.02f), x3 = set1(1.03f);             \
+  vec x4 = set1(1.04f), x5 = set1(1.05f), x6 = set1(1.06f), x7 = set1(1.07f);             \
+  vec x8 = set1(1.08f), x9 = set1(1.09f), x10 = set1(1.10f), x11 = set1(1.11f);           \
+  vec a = set1(0.999999f), b = set1(1e-6f);                                             \
+  for (int64_t i = 0; i < iters; i++) {                                                 \
+    FMA_STEP(fmadd)                                                                     \
+  }                                                                                     \
+  vec sum = add(add(add(x0, x1), add(x2, x3)), add(add(x4, x5), add(x6, x7)));          \
+  sum = add(sum, add(add(x8, x9), add(x10, x11)));                                      \
+  float out[lanes];                                                                     \
+  memcpy(out, &sum, sizeof out);                                                        \
+  *sink = out[0];                                                                       \
+  return 2.0 * (lanes) * ACCUMULATORS * (double)iters;
+
+#ifdef MD_BENCH_X86
+__attribute__((target("avx512f"))) static double fma_avx512(int64_t iters, volatile float *sink) {
+  FMA_BODY(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
+}
+
+__attribute__((target("avx2,fma"))) static double fma_avx2(int64_t iters, volatile float *sink) {
+  FMA_BODY(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, 8)
+}
+#endif
+
+static float scalar_set1(float x) { return x; }
+static float scalar_add(float x, float y) { return x + y; }
+
+static double fma_scalar(int64_t iters, volatile float *sink) {
+  FMA_BODY(float, scalar_set1, fmaf, scalar_add, 1)
+}
+
+typedef double (*fma_loop)(int64_t iters, volatile float *sink);
+
+/* The widest FMA this CPU runs, by CPUID (through the compiler's
+ * __builtin_cpu_supports). On a CPU whose AVX-512 units are double-pumped
+ * 256-bit ones (AMD Zen 4) the AVX-512 and AVX2 peaks are equal. */
+static fma_loop widest_fma(const char **name) {
+#ifdef MD_BENCH_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) {
+    *name = "avx512";
+    return fma_avx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    *name = "avx2+fma";
+    return fma_avx2;
+  }
+#endif
+  *name = "scalar";
+  return fma_scalar;
+}
+
+/* FP32 GFLOP/s of the FMA loop on `threads` threads at once, best of 5. */
+static double fma_peak_gflops(int threads, const char **isa) {
+  fma_loop loop = widest_fma(isa);
+  volatile float sink[256];
+  int64_t iters = 20000000; /* about 0.1 s per thread at 8 lanes, 3 GHz */
+  double best = 0.0;
+  for (int rep = 0; rep < 5; rep++) {
+    double flops = 0.0, t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : flops)
+    flops += loop(iters, &sink[omp_get_thread_num() % 256]);
+    double rate = flops / (now() - t0) / 1e9;
+    if (rate > best) best = rate;
+  }
+  return best;
+}
+
 static int cmd_limits(int threads) {
   openblas_set_num_threads(threads);
   printf("threads %d\n", threads);
+  const char *fma_isa;
+  double peak = fma_peak_gflops(threads, &fma_isa);
+  printf("fma_isa %s\n", fma_isa);
+  printf("fma_peak_gflops %.3f\n", peak);
+  printf("blas_core %s\n", openblas_get_corename());
   printf("triad_gbs %.3f\n", triad_gbs(threads));
   printf("sgemv_gbs %.3f\n", sgemv_gbs());
   printf("sgemm_gflops %.3f\n", sgemm_gflops());
@@ -205,7 +313,7 @@ static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t
 }
 
 static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
-                   int64_t capture_steps) {
+                   int64_t capture_steps, bool prefill_capture) {
   md_error err;
   int64_t n = 0;
   int32_t *prompt = read_prompt(prompt_path, &n);
@@ -225,9 +333,24 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
       md_qwen2_forward_new(c, w, k, &options, &fw, &err) != MD_OK)
     return fail(&err);
 
+  /* With the capture on, the prefill also sums the attention every prompt
+   * token receives into `received`, as the collector's prefill does. */
+  md_kbuf *received = NULL;
+  if (prefill_capture) {
+    if (k->ops->buf_new(k, (size_t)md_qwen2_capacity(fw), &received, &err) != MD_OK)
+      return fail(&err);
+    k->ops->buf_zero(k, received, 0, (size_t)n);
+    md_qwen2_capture capture = {.received = received, .layer_begin = 0,
+                                .layer_end = c->num_hidden_layers, .heads = MD_CAPTURE_HEADS_MEAN};
+    if (md_qwen2_set_capture(fw, &capture, &err) != MD_OK) return fail(&err);
+  }
   double t0 = now();
   if (md_qwen2_prefill(fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
   double prefill_s = now() - t0;
+  if (received) {
+    md_qwen2_set_capture(fw, NULL, &err);
+    k->ops->buf_free(k, received);
+  }
   int32_t token;
   if (md_qwen2_greedy(fw, &token, &err) != MD_OK) return fail(&err);
   /* The fastest single step as well as the total: on a shared machine the
@@ -261,6 +384,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   printf("threads %d\n", threads);
   printf("dtype %s\n", md_dtype_name(w->dtype));
   printf("prompt_tokens %lld\n", (long long)n);
+  printf("prefill_capture %d\n", prefill_capture ? 1 : 0);
   printf("decode_steps %lld\n", (long long)decode_steps);
   printf("prefill_s %.4f\n", prefill_s);
   printf("decode_s %.4f\n", decode_s);
@@ -286,24 +410,106 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   return 0;
 }
 
+/* Token ids for filling the cache: a fixed LCG over the vocabulary (the
+ * values do not matter to the speed, only the cache length). */
+static void random_tokens(int32_t *out, int64_t n, int vocab, uint64_t *state) {
+  for (int64_t i = 0; i < n; i++) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    out[i] = (int32_t)((*state >> 33) % (uint64_t)vocab);
+  }
+}
+
+static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int threads) {
+  int64_t depths[16];
+  int n_depths = 0;
+  for (const char *p = depth_list; *p && n_depths < 16;) {
+    char *end;
+    long long d = strtoll(p, &end, 10);
+    if (end == p || d < 0 || (n_depths > 0 && d < depths[n_depths - 1])) {
+      fprintf(stderr, "inference_bench: --depths must be ascending integers >= 0: %s\n", depth_list);
+      return 2;
+    }
+    depths[n_depths++] = d;
+    p = *end == ',' ? end + 1 : end;
+  }
+  md_error err;
+  md_qwen2_model *model;
+  md_kernels *k;
+  md_qwen2_forward *fw;
+  if (md_qwen2_model_open(dir, &model, &err) != MD_OK) return fail(&err);
+  const md_qwen2_config *c = md_qwen2_model_config(model);
+  md_cpu_options cpu_options = {.threads = threads};
+  /* The steps measured at one depth stay in the cache: the next depth is
+   * reached from there. */
+  md_qwen2_forward_options options = {.capacity = depths[n_depths - 1] + steps * n_depths + 1};
+  if (md_kernels_cpu_new(&cpu_options, &k, &err) != MD_OK ||
+      md_qwen2_forward_new(c, md_qwen2_model_weights(model), k, &options, &fw, &err) != MD_OK)
+    return fail(&err);
+  int64_t kv_bytes_per_token = (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * 4;
+  enum { CHUNK = 512 };
+  int32_t chunk[CHUNK];
+  uint64_t state = 2024;
+  int32_t token = 1;
+  printf("isa %s\n", md_kernels_cpu_isa(k));
+  printf("threads %d\n", threads);
+  printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token);
+  for (int i = 0; i < n_depths; i++) {
+    double t0 = now();
+    while (md_qwen2_position(fw) < depths[i]) {
+      int64_t n = depths[i] - md_qwen2_position(fw);
+      if (n > CHUNK) n = CHUNK;
+      random_tokens(chunk, n, c->vocab_size, &state);
+      if (md_qwen2_prefill(fw, chunk, n, NULL, &err) != MD_OK ||
+          md_qwen2_greedy(fw, &token, &err) != MD_OK)
+        return fail(&err);
+    }
+    double fill_s = now() - t0;
+    int64_t at = md_qwen2_position(fw);
+    fprintf(stderr, "depth %lld: cache filled in %.1f s, %lld decode steps ...\n", (long long)at,
+            fill_s, (long long)steps);
+    capture_times times;
+    if (capture_cost(fw, k, c->num_hidden_layers, &token, steps, &times)) return 1;
+    /* The steps ran at depths at .. at + steps - 1: a step reads the cache of
+     * its mean depth. */
+    double mean_depth = (double)at + (double)(steps - 1) / 2.0;
+    printf("depth %lld off_s %.6f on_s %.6f off_best_s %.6f on_best_s %.6f steps %lld "
+           "kv_read_bytes %.0f\n",
+           (long long)depths[i], times.off_s, times.on_s, times.off_best_s, times.on_best_s,
+           (long long)steps, mean_depth * (double)kv_bytes_per_token);
+  }
+  md_qwen2_forward_free(fw);
+  md_kernels_free(k);
+  md_qwen2_model_close(model);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int threads = omp_get_num_procs();
-  int64_t decode_steps = 256, capture_steps = -1;
+  int64_t decode_steps = 256, capture_steps = -1, depth_steps = 32;
+  bool prefill_capture = false;
+  const char *depths = "0,1024,4096,16384";
   const char *positional[3] = {0};
   int npos = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--decode") && i + 1 < argc) decode_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--capture-steps") && i + 1 < argc) capture_steps = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--prefill-capture")) prefill_capture = true;
+    else if (!strcmp(argv[i], "--depths") && i + 1 < argc) depths = argv[++i];
+    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) depth_steps = atoll(argv[++i]);
     else if (npos < 3) positional[npos++] = argv[i];
   }
   if (threads < 1) threads = omp_get_num_procs();
   if (npos == 1 && !strcmp(positional[0], "limits")) return cmd_limits(threads);
   if (npos == 3 && !strcmp(positional[0], "run"))
     return cmd_run(positional[1], positional[2], decode_steps, threads,
-                   capture_steps < 0 ? decode_steps : capture_steps);
+                   capture_steps < 0 ? decode_steps : capture_steps, prefill_capture);
+  if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
+    return cmd_depth(positional[1], depths, depth_steps, threads);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
-                  "                           [--capture-steps N]\n");
+                  "                           [--capture-steps N] [--prefill-capture]\n"
+                  "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
+                  "                             [--steps N (>= 2)] [--threads N]\n");
   return 2;
 }

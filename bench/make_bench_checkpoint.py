@@ -1,37 +1,51 @@
 #!/usr/bin/env python3
-"""Writes a random BF16 checkpoint with Qwen2.5-0.5B's exact shapes (hidden
-896, intermediate 4864, 24 layers, 14/2 heads, vocab 151936, tied) and a
-prompt of random token ids, for bench/inference_bench.sh.
+"""Writes a random checkpoint with the exact shapes of Qwen2.5-0.5B (hidden
+896, intermediate 4864, 24 layers, 14/2 heads, vocab 151936, tied) or
+Qwen2.5-1.5B (hidden 1536, intermediate 8960, 28 layers, 12/2 heads, tied)
+and a prompt of random token ids, for bench/inference_bench.sh and
+bench/llama_cpp_bench.sh.
 
-    make_bench_checkpoint.py OUTDIR PROMPT_TOKENS
+    make_bench_checkpoint.py OUTDIR PROMPT_TOKENS [--dtype bf16|f32] [--shapes 0.5b|1.5b]
 
-OUTDIR gets config.json, model.safetensors (~1 GB) and prompt.i32 (raw
-little-endian int32). Weights are scaled as in tests/model/make_fixtures.py
-so that activations and attention look like a trained model's (not uniform).
+OUTDIR gets config.json, model.safetensors (0.5B: ~1 GB in BF16, ~2 GB in
+F32) and prompt.i32 (raw little-endian int32). Weights are drawn in BF16
+(an F32 checkpoint holds the same values) and scaled as in
+tests/model/make_fixtures.py so that activations and attention look like a
+trained model's (not uniform).
 """
+import argparse
 import json
 import os
-import sys
 
 import numpy as np
 import torch
 from safetensors.torch import save_file
 
-SHAPE = dict(hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, vocab=151936)
+SHAPES = {
+    "0.5b": dict(hidden=896, intermediate=4864, layers=24, heads=14, kv_heads=2, vocab=151936),
+    "1.5b": dict(hidden=1536, intermediate=8960, layers=28, heads=12, kv_heads=2, vocab=151936),
+}
 
 
 def main():
-    out, prompt_tokens = sys.argv[1], int(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("prompt_tokens", type=int)
+    parser.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    parser.add_argument("--shapes", choices=sorted(SHAPES), default="0.5b")
+    args = parser.parse_args()
+    out, prompt_tokens = args.out, args.prompt_tokens
     os.makedirs(out, exist_ok=True)
-    s = SHAPE
+    s = SHAPES[args.shapes]
     config = {
         "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
         "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": s["hidden"],
         "initializer_range": 0.02, "intermediate_size": s["intermediate"],
-        "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2",
+        "max_position_embeddings": 32768, "max_window_layers": s["layers"], "model_type": "qwen2",
         "num_attention_heads": s["heads"], "num_hidden_layers": s["layers"],
         "num_key_value_heads": s["kv_heads"], "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-        "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+        "sliding_window": 32768, "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16" if args.dtype == "bf16" else "float32",
         "use_cache": True, "use_sliding_window": False, "vocab_size": s["vocab"],
     }
     g = torch.Generator().manual_seed(2024)
@@ -57,6 +71,8 @@ def main():
         w[p + "mlp.gate_proj.weight"] = normal(i_, h, std=1.0 / h**0.5)
         w[p + "mlp.up_proj.weight"] = normal(i_, h, std=1.0 / h**0.5)
         w[p + "mlp.down_proj.weight"] = normal(h, i_, std=1.0 / i_**0.5)
+    if args.dtype == "f32":
+        w = {name: t.float() for name, t in w.items()}
     save_file(w, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)

@@ -305,7 +305,7 @@ static void test_rope(md_kernels *k) {
 
 /* ---- attention ------------------------------------------------------------------- */
 
-enum { AH = 4, AKV = 2, AD = 16, ACAP = 160 };
+enum { AH = 4, AKV = 2, AD = 16, ACAP = 528 };
 
 typedef struct hook_log {
   double *weights; /* [AH][ACAP][ACAP]: row of query position p for head h */
@@ -385,12 +385,14 @@ static double check_capture(md_kernels *k, md_kbuf *out, md_kbuf *qb, md_kbuf *c
   return worst;
 }
 
-/* Prefill of 150 rows (tiles of 64, 64 and 22 rows), a decode step, then a
- * chunk of 5 more rows: outputs, hook rows and captures against the
- * reference. */
+/* Prefill of 150 rows (tiles of 64, 64 and 22 rows), a decode step, a
+ * chunk of 5 more rows, a chunk of 363, then two decode steps over three
+ * blocks of keys (520 and 521 keys: decode cuts the keys into blocks of 256
+ * and adds the blocks' outputs): outputs, hook rows and captures against
+ * the reference. */
 static void test_attention(md_kernels *k) {
-  const int64_t chunks[][2] = {{0, 150}, {150, 1}, {151, 5}};
-  const int64_t total = 156;
+  const int64_t chunks[][2] = {{0, 150}, {150, 1}, {151, 5}, {156, 363}, {519, 1}, {520, 1}};
+  const int64_t total = 521, max_chunk = 363;
   float *q = malloc(total * AH * AD * sizeof(float));
   float *keys = malloc(total * AKV * AD * sizeof(float)), *values = malloc(total * AKV * AD * sizeof(float));
   for (int64_t i = 0; i < total * AH * AD; i++) q[i] = uniform(-2.5f, 2.5f);
@@ -408,9 +410,9 @@ static void test_attention(md_kernels *k) {
   md_kbuf *cache = NULL, *out = NULL;
   md_error err;
   CHECK(k->ops->buf_new(k, 2 * AKV * ACAP * AD, &cache, &err) == MD_OK);
-  CHECK(k->ops->buf_new(k, 150 * AH * AD, &out, &err) == MD_OK);
+  CHECK(k->ops->buf_new(k, max_chunk * AH * AD, &out, &err) == MD_OK);
   double worst_out = 0.0;
-  for (size_t c = 0; c < 3; c++) {
+  for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
     int64_t pos0 = chunks[c][0], n = chunks[c][1];
     md_kbuf *qb = upload(k, q + pos0 * AH * AD, (size_t)(n * AH * AD));
     md_kbuf *kb = upload(k, keys + pos0 * AKV * AD, (size_t)(n * AKV * AD));

@@ -1,0 +1,27 @@
+# Shared by the bench/*.sh scripts (sourced, from the project root).
+
+# Prints "cpu: MODEL; N cores; flags: ..." with the vector flags the kernels
+# and the limits depend on: every figure is recorded with the CPU it came
+# from.
+bench_cpu_line() {
+  _cpu_model=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+  _cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+          grep -E '^(fma|avx2|avx512f|avx512bw|avx512vl|avx512dq|avx512_vnni|avx512_bf16|avx512fp16|amx_bf16)$' |
+          tr '\n' ' ' | sed 's/ $//')
+  echo "cpu: $_cpu_model; $(nproc) cores; flags: $_cpu_flags"
+}
+
+# Runs OpenBLAS on the best core for this CPU, as memdecay-calibrate itself
+# chooses it at start-up (kernels/cpu/blas_core.h), so that the bench
+# programs, which do not switch by themselves, measure the kernels the tool
+# runs. A user's OPENBLAS_CORETYPE is respected. $1: the build directory.
+bench_blas_core() {
+  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    _blas_best=$("$1/calib/memdecay-calibrate" devices 2>/dev/null |
+           sed -n 's/.*best for this CPU: \([A-Za-z0-9]*\).*/\1/p')
+    if [ -n "$_blas_best" ]; then
+      OPENBLAS_CORETYPE=$_blas_best
+      export OPENBLAS_CORETYPE
+    fi
+  fi
+}

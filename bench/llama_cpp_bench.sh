@@ -1,0 +1,257 @@
+#!/bin/sh
+# Our forward pass and llama.cpp side by side on this machine, in one run,
+# with the same threads, alternating: prefill of a 1,700-token prompt and
+# greedy decode from an empty cache and after 1,700 tokens, on a random
+# checkpoint with Qwen2.5-0.5B's (or, --shapes 1.5b, Qwen2.5-1.5B's) exact
+# shapes, BF16 and F32. Prints each figure, each ratio and the targets:
+#   prefill, capture on:  >= 1.5 x llama.cpp  and >= 0.6 of the FMA peak
+#   decode, capture on:   >= 1.0 x llama.cpp's better setting (flash
+#                         attention on or off) from an empty cache and
+#                         after 1,700 tokens, and >= 0.85 of the bandwidth
+#                         limit (weights + KV cache read per step)
+# The limits are this machine's, measured by bench/inference_bench first
+# (an FMA loop at the widest vector width on all threads; the better of a
+# STREAM triad and an f32 GEMV); the CPU model and flags are printed with
+# them.
+#
+# llama.cpp comes from a registry package: PyPI's llama-cpp-python sdist
+# (pinned, its sha256 checked against PyPI's) carries the llama.cpp tree in
+# vendor/llama.cpp; it is built here with native CPU flags (GGML_NATIVE,
+# its default CPU back end, no BLAS), and its convert_hf_to_gguf.py turns
+# the checkpoint into GGUF (BF16 and F32). Nothing of it is committed:
+# everything goes under the work directory (default build/bench-work).
+#
+#   bench/llama_cpp_bench.sh [--threads N] [--prompt 1700] [--decode 64]
+#                            [--rounds 2] [--dtypes "bf16 f32"]
+#                            [--shapes 0.5b|1.5b] [--llama-cpp-python 0.3.36]
+#                            [--work DIR]
+#
+# Needs cmake, a C++ compiler, network access to PyPI on the first run, and
+# python3 with torch, transformers, safetensors, numpy and sentencepiece (the
+# checkpoint and the conversion; the converter imports sentencepiece even
+# for a BPE tokenizer). Run it on a quiet machine. The first run builds
+# llama.cpp (minutes on two cores) and writes the checkpoints (0.5B: 1 GB
+# BF16, 2 GB F32, and the same again as GGUF).
+set -eu
+cd "$(dirname "$0")/.."
+threads=$(nproc)
+prompt=1700
+decode=64
+rounds=2
+dtypes="bf16 f32"
+shapes=0.5b
+llama_version=0.3.36
+work=build/bench-work
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --threads) threads=$2; shift 2 ;;
+    --prompt) prompt=$2; shift 2 ;;
+    --decode) decode=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --dtypes) dtypes=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    --llama-cpp-python) llama_version=$2; shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "llama_cpp_bench.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
+  esac
+done
+case $shapes in 0.5b|1.5b) ;; *) echo "llama_cpp_bench.sh: --shapes is 0.5b or 1.5b" >&2; exit 2 ;; esac
+for d in $dtypes; do
+  case $d in bf16|f32) ;; *) echo "llama_cpp_bench.sh: --dtypes takes bf16 and f32" >&2; exit 2 ;; esac
+done
+if [ "$decode" -lt 2 ] || [ "$rounds" -lt 1 ]; then
+  echo "llama_cpp_bench.sh: --decode must be >= 2 and --rounds >= 1" >&2
+  exit 2
+fi
+
+missing=$(python3 -c '
+import importlib.util
+names = ["torch", "transformers", "safetensors", "numpy", "sentencepiece"]
+print(" ".join(n for n in names if importlib.util.find_spec(n) is None))')
+if [ -n "$missing" ]; then
+  echo "llama_cpp_bench.sh: python3 lacks $missing (pip install $missing)" >&2
+  exit 1
+fi
+command -v cmake >/dev/null || { echo "llama_cpp_bench.sh: needs cmake" >&2; exit 1; }
+
+.ci/build >/dev/null
+build=${MD_BUILD_DIR:-build}
+bench=$build/bench/inference_bench
+mkdir -p "$work"
+out=$work/llama-vs-ours-$shapes
+rm -rf "$out"
+mkdir -p "$out"
+
+. bench/common.sh
+bench_blas_core "$build"
+
+# ---- llama.cpp from PyPI's llama-cpp-python sdist ---------------------------------
+src=$work/llama-cpp-python-$llama_version
+llama_build=$src/build-native
+if [ ! -x "$llama_build/bin/llama-bench" ]; then
+  if [ ! -f "$src/vendor/llama.cpp/CMakeLists.txt" ]; then
+    echo "fetching llama-cpp-python $llama_version (sdist) from PyPI ..." >&2
+    python3 - "$llama_version" "$work" <<'PY'
+import hashlib, json, sys, tarfile, urllib.parse, urllib.request
+version, work = sys.argv[1], sys.argv[2]
+index = "https://pypi.org/pypi/llama-cpp-python/json"
+meta = json.load(urllib.request.urlopen(index, timeout=120))
+files = meta["releases"].get(version)
+if not files:
+    sys.exit(f"llama-cpp-python {version} is not on PyPI")
+sdist = [u for u in files if u["packagetype"] == "sdist"][0]
+data = urllib.request.urlopen(urllib.parse.urljoin(index, sdist["url"]), timeout=900).read()
+if hashlib.sha256(data).hexdigest() != sdist["digests"]["sha256"]:
+    sys.exit(f"{sdist['filename']}: sha256 differs from PyPI's")
+path = f"{work}/{sdist['filename']}"
+open(path, "wb").write(data)
+with tarfile.open(path) as tar:
+    top = tar.getnames()[0].split("/")[0]
+    try:
+        tar.extractall(work, filter="data")
+    except TypeError:  # a Python without extraction filters (before 3.11.4)
+        tar.extractall(work)
+import os
+os.replace(f"{work}/{top}", f"{work}/llama-cpp-python-{version}")
+os.remove(path)
+PY
+  fi
+  echo "building llama.cpp (native CPU flags, llama-bench only) ..." >&2
+  cmake -S "$src/vendor/llama.cpp" -B "$llama_build" -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_SERVER=OFF >"$work/llama-cmake.log" 2>&1 ||
+    { tail -20 "$work/llama-cmake.log" >&2; exit 1; }
+  cmake --build "$llama_build" --target llama-bench -j "$(nproc)" >"$work/llama-build.log" 2>&1 ||
+    { tail -20 "$work/llama-build.log" >&2; exit 1; }
+fi
+llama_bench=$llama_build/bin/llama-bench
+llama_commit=$(sed -n 's/.*LLAMA_BUILD_COMMIT.*"\(.*\)".*/\1/p' "$llama_build/common/build-info.cpp" 2>/dev/null | head -1)
+
+# ---- checkpoints: ours (safetensors) and the same as GGUF -------------------------
+tag=$(echo "$shapes" | tr -d .b)
+for d in $dtypes; do
+  ckpt=$work/qwen$tag-shapes-$d
+  if [ ! -f "$ckpt/model.safetensors" ] || [ "$(($(wc -c <"$ckpt/prompt.i32") / 4))" != "$prompt" ]; then
+    echo "building the random $d checkpoint in $ckpt ..." >&2
+    python3 bench/make_bench_checkpoint.py "$ckpt" "$prompt" --dtype "$d" --shapes "$shapes"
+    rm -f "$ckpt/model.gguf"
+  fi
+  # The conversion reads the tokenizer (the Qwen2 BPE the checkpoint's
+  # vocabulary is sized for); llama-bench never tokenizes text.
+  cp data/tokenizer/qwen/tokenizer.json data/tokenizer/qwen/tokenizer_config.json "$ckpt/"
+  if [ ! -f "$ckpt/model.gguf" ]; then
+    echo "converting $ckpt to GGUF ($d) ..." >&2
+    python3 "$src/vendor/llama.cpp/convert_hf_to_gguf.py" "$ckpt" --outtype "$d" \
+      --outfile "$ckpt/model.gguf.tmp" >"$work/convert-$d.log" 2>&1 ||
+      { tail -20 "$work/convert-$d.log" >&2; exit 1; }
+    mv "$ckpt/model.gguf.tmp" "$ckpt/model.gguf"
+  fi
+done
+
+# ---- the runs -----------------------------------------------------------------------
+echo "measuring limits ..." >&2
+"$bench" limits --threads "$threads" >"$out/limits.txt"
+r=1
+while [ "$r" -le "$rounds" ]; do
+  for d in $dtypes; do
+    ckpt=$work/qwen$tag-shapes-$d
+    echo "round $r/$rounds, $d: ours ..." >&2
+    "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
+      --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
+    "$bench" depth "$ckpt" --depths "0,$prompt" --steps "$decode" --threads "$threads" \
+      >"$out/ours-decode-$d-$r.txt" 2>/dev/null
+    echo "round $r/$rounds, $d: llama.cpp ..." >&2
+    "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p "$prompt" -n 0 -fa 0,1 -r 1 -o jsonl \
+      >"$out/llama-prefill-$d-$r.jsonl" 2>"$out/llama.err"
+    "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p 0 -n "$decode" -d "0,$prompt" -fa 0,1 \
+      -r 1 -o jsonl >"$out/llama-decode-$d-$r.jsonl" 2>>"$out/llama.err"
+  done
+  r=$((r + 1))
+done
+
+bench_cpu_line
+python3 - "$out" "$rounds" "$dtypes" "$prompt" "$shapes" "$llama_version" "$llama_commit" <<'PY'
+import glob, json, os, sys
+
+out, rounds, dtypes, prompt, shapes, version, commit = sys.argv[1:8]
+rounds, prompt, dtypes = int(rounds), int(prompt), dtypes.split()
+
+def keyvals(path):
+    with open(path) as f:
+        return {k: v.strip() for k, v in (line.split(None, 1) for line in f if line.strip())}
+
+def depth_rows(path):
+    rows = {}
+    for line in open(path):
+        parts = line.split()
+        if parts and parts[0] == "depth":
+            kv = dict(zip(parts[0::2], parts[1::2]))
+            rows[int(kv["depth"])] = {k: float(v) for k, v in kv.items()}
+    return rows, keyvals(path)
+
+lim = keyvals(f"{out}/limits.txt")
+peak = float(lim["fma_peak_gflops"])
+bw = max(float(lim["triad_gbs"]), float(lim["sgemv_gbs"]))
+print(f"llama.cpp: llama-cpp-python {version} sdist" + (f", llama.cpp {commit}" if commit else "") +
+      f", GGML_NATIVE; OpenBLAS core {lim['blas_core']}; threads {lim['threads']}; "
+      f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}")
+print(f"limits: FMA peak {peak:.1f} GFLOP/s ({lim['fma_isa']}, all threads); bandwidth {bw:.1f} GB/s "
+      f"(triad {float(lim['triad_gbs']):.1f}, f32 sgemv {float(lim['sgemv_gbs']):.1f}); "
+      f"sgemm {float(lim['sgemm_gflops']):.1f} GFLOP/s on OpenBLAS {lim['blas_core']}")
+print(f"shapes: Qwen2.5-{shapes.upper()}; {rounds} rounds alternating ours and llama.cpp, best of each")
+verdict = lambda ok: "met" if ok else "MISSED"
+
+def llama_best(path_glob, select):
+    best = {}
+    for path in glob.glob(path_glob):
+        for line in open(path):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            row = json.loads(line)
+            key = select(row)
+            if key is None:
+                continue
+            fa = int(row.get("flash_attn", 0))
+            ts = float(row["avg_ts"])
+            if ts > best.get(key, {}).get(fa, 0.0):
+                best.setdefault(key, {})[fa] = ts
+    return best
+
+for d in dtypes:
+    print(f"\n{d.upper()}:")
+    # prefill
+    runs = [keyvals(p) for p in sorted(glob.glob(f"{out}/ours-prefill-{d}-*.txt"))]
+    ours = max(float(r["prompt_tokens"]) / float(r["prefill_s"]) for r in runs)
+    r0 = runs[0]
+    flops = 2 * float(r0["layer_params"]) + float(r0["attn_flops_prefill"]) / float(r0["prompt_tokens"])
+    ll = llama_best(f"{out}/llama-prefill-{d}-*.jsonl", lambda row: "pp" if int(row["n_prompt"]) > 0 else None).get("pp", {})
+    llb = max(ll.values()) if ll else float("nan")
+    fa_text = ", ".join(f"fa {k}: {v:.1f}" for k, v in sorted(ll.items()))
+    ratio = ours / llb
+    share = ours * flops / 1e9 / peak
+    print(f"  prefill {prompt} tokens, capture on: ours {ours:.1f} tok/s, llama.cpp {llb:.1f} tok/s ({fa_text}) "
+          f"-> {ratio:.2f}x (target >= 1.5: {verdict(ratio >= 1.5)})")
+    print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.2f} of the FMA peak "
+          f"(target >= 0.6: {verdict(share >= 0.6)}); {ours * flops / 1e9 / float(lim['sgemm_gflops']):.2f} of sgemm")
+    # decode
+    rows = [depth_rows(p) for p in sorted(glob.glob(f"{out}/ours-decode-{d}-*.txt"))]
+    read_bytes = float(keyvals(glob.glob(f"{out}/ours-prefill-{d}-*.txt")[0])["decode_read_bytes"])
+    ll = llama_best(f"{out}/llama-decode-{d}-*.jsonl",
+                    lambda row: int(row.get("n_depth", 0)) if int(row["n_gen"]) > 0 else None)
+    for depth in (0, prompt):
+        best_on = max((r[0][depth]["steps"] / 2) / r[0][depth]["on_s"] for r in rows)
+        best_off = max((r[0][depth]["steps"] / 2) / r[0][depth]["off_s"] for r in rows)
+        kv = rows[0][0][depth]["kv_read_bytes"]
+        limit = bw * 1e9 / (read_bytes + kv)
+        lld = ll.get(depth, {})
+        llb = max(lld.values()) if lld else float("nan")
+        fa_text = ", ".join(f"fa {k}: {v:.2f}" for k, v in sorted(lld.items()))
+        ratio = best_on / llb
+        where = "from an empty cache" if depth == 0 else f"after {depth} tokens"
+        print(f"  decode {where}, capture on: ours {best_on:.2f} tok/s (off {best_off:.2f}), llama.cpp "
+              f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.2f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
+        print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "
+              f"{best_on / limit:.2f} of the bandwidth limit (target >= 0.85: {verdict(best_on / limit >= 0.85)})")
+PY
