@@ -1,7 +1,7 @@
-/* The CPU back end: OpenBLAS (sgemm for prefill, sgemv for decode
- * attention), our own F32/F16/BF16 matrix-vector kernels (AVX2+FMA with a
- * portable C fallback, chosen at run time) and OpenMP over output rows and
- * attention heads. */
+/* The CPU back end: OpenBLAS (sgemm for the prefill's products and for
+ * attention, prefill and decode), our own F32/F16/BF16 matrix-vector
+ * kernels (AVX2+FMA with a portable C fallback, chosen at run time) and
+ * OpenMP over output rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
 #define MD_KERNELS_CPU_CPU_H
 
