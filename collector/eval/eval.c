@@ -454,7 +454,7 @@ static md_status init_results(eval_state *st, md_error *err) {
   static const double default_budgets[] = {MD_EVAL_DEFAULT_BUDGET_SMALL,
                                            MD_EVAL_DEFAULT_BUDGET_LARGE};
   const double *budgets = o->n_budgets ? o->budgets : default_budgets;
-  size_t n_budgets = o->n_budgets ? o->n_budgets : 2;
+  size_t n_budgets = o->n_budgets ? o->n_budgets : sizeof default_budgets / sizeof default_budgets[0];
   st->run_kind[r->n_runs] = MD_POLICY_FULL;
   r->run_budget[r->n_runs++] = 1.0;
   for (size_t p = 1; p < st->n_policies; p++)

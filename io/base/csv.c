@@ -25,7 +25,10 @@ int md_csv_write_field(FILE *fp, const char *text, size_t length) {
 
 /* ---- reading --------------------------------------------------------------- */
 
-bool md_csv_header_repeat(const char *const *names, size_t n, size_t *first, size_t *repeat) {
+/* The header rule of every reader: a column name may appear once. Returns
+ * true and sets *first and *repeat (0-based) for the first name that
+ * appears again; false when all names differ. */
+static bool header_repeat(const char *const *names, size_t n, size_t *first, size_t *repeat) {
   for (size_t i = 0; i < n; i++) {
     for (size_t j = 0; j < i; j++) {
       if (!strcmp(names[i], names[j])) {
@@ -102,7 +105,7 @@ static void on_field(void *text, size_t length, void *data) {
 static md_status finish_header(md_csv_reader *r) {
   r->in_header = false;
   size_t first, repeat;
-  if (md_csv_header_repeat((const char *const *)r->names, r->n_columns, &first, &repeat)) {
+  if (header_repeat((const char *const *)r->names, r->n_columns, &first, &repeat)) {
     char what[80];
     snprintf(what, sizeof what, "duplicate column name (first in column %zu)", first + 1);
     return md_csv_fail_at(r, MD_E_FORMAT, repeat + 1, what, r->names[repeat],

@@ -35,11 +35,6 @@ int md_csv_write_field(FILE *fp, const char *text, size_t length);
 
 /* ---- reading --------------------------------------------------------------- */
 
-/* The header rule of every reader: a column name may appear once. Returns
- * true and sets *first and *repeat (0-based) for the first name that
- * appears again; false when all names differ. */
-bool md_csv_header_repeat(const char *const *names, size_t n, size_t *first, size_t *repeat);
-
 /* A field as a message shows it: at most MD_CSV_FIELD_SHOWN bytes, control
  * bytes as '?', "..." when cut. Returns out. */
 enum { MD_CSV_FIELD_SHOWN = 40, MD_CSV_SHOWN_SIZE = MD_CSV_FIELD_SHOWN + 4 };

@@ -304,7 +304,6 @@ static void finish(md_run_manifest_stream *s) {
                         (unsigned long long)s->info->manifest_bytes);
     return;
   }
-  s->csv.err = s->err;
   if (md_csv_reader_finish(&s->csv) != MD_OK && s->status == MD_OK) s->status = s->csv.status;
   if (s->status != MD_OK) return;
   if (s->csv.in_header && s->info->n_episodes > 0) {
@@ -337,7 +336,6 @@ static void step(md_run_manifest_stream *s) {
   const char *start = s->buffer + s->used;
   const char *newline = memchr(start, '\n', s->have - s->used);
   size_t len = newline ? (size_t)(newline - start) + 1 : s->have - s->used;
-  s->csv.err = s->err;
   if (md_csv_reader_feed(&s->csv, start, len) != MD_OK && s->status == MD_OK)
     s->status = s->csv.status;
   s->last_byte = start[len - 1];
@@ -395,7 +393,7 @@ md_status md_run_manifest_open(const md_run_info *info, md_run_token_arrays *arr
 
 md_status md_run_manifest_next(md_run_manifest_stream *s, size_t *episode, bool *done,
                                md_error *err) {
-  s->err = err;
+  s->err = s->csv.err = err;
   *done = false;
   s->episode_done = false;
   while (s->status == MD_OK && !s->episode_done && !s->finished) step(s);
