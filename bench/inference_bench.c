@@ -312,6 +312,38 @@ static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t
   return 0;
 }
 
+/* The checkpoint, the CPU back end and a forward pass whose cache holds
+ * `capacity` tokens: what every measuring command runs. */
+typedef struct engine {
+  md_qwen2_model *model;
+  md_kernels *k;
+  md_qwen2_forward *fw;
+} engine;
+
+static int engine_open(engine *e, const char *dir, int threads, int64_t capacity) {
+  md_error err;
+  *e = (engine){0};
+  if (md_qwen2_model_open(dir, &e->model, &err) != MD_OK) return fail(&err);
+  md_cpu_options cpu_options = {.threads = threads};
+  md_qwen2_forward_options options = {.capacity = capacity};
+  if (md_kernels_cpu_new(&cpu_options, &e->k, &err) != MD_OK ||
+      md_qwen2_forward_new(md_qwen2_model_config(e->model), md_qwen2_model_weights(e->model), e->k,
+                           &options, &e->fw, &err) != MD_OK)
+    return fail(&err);
+  return 0;
+}
+
+static void engine_close(engine *e) {
+  md_qwen2_forward_free(e->fw);
+  md_kernels_free(e->k);
+  md_qwen2_model_close(e->model);
+}
+
+/* The KV cache a token takes: float32 keys and values of every layer's KV heads. */
+static int64_t kv_bytes_per_token(const md_qwen2_config *c) {
+  return (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * (int64_t)sizeof(float);
+}
+
 static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
                    int64_t capture_steps, bool prefill_capture) {
   md_error err;
@@ -321,17 +353,12 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
     fprintf(stderr, "inference_bench: cannot read %s\n", prompt_path);
     return 1;
   }
-  md_qwen2_model *model;
-  md_kernels *k;
-  md_qwen2_forward *fw;
-  if (md_qwen2_model_open(dir, &model, &err) != MD_OK) return fail(&err);
-  const md_qwen2_config *c = md_qwen2_model_config(model);
-  const md_qwen2_weights *w = md_qwen2_model_weights(model);
-  md_cpu_options cpu_options = {.threads = threads};
-  md_qwen2_forward_options options = {.capacity = n + decode_steps + capture_steps};
-  if (md_kernels_cpu_new(&cpu_options, &k, &err) != MD_OK ||
-      md_qwen2_forward_new(c, w, k, &options, &fw, &err) != MD_OK)
-    return fail(&err);
+  engine e;
+  if (engine_open(&e, dir, threads, n + decode_steps + capture_steps)) return 1;
+  md_kernels *k = e.k;
+  md_qwen2_forward *fw = e.fw;
+  const md_qwen2_config *c = md_qwen2_model_config(e.model);
+  const md_qwen2_weights *w = md_qwen2_model_weights(e.model);
 
   /* With the capture on, the prefill also sums the attention every prompt
    * token receives into `received`, as the collector's prefill does. */
@@ -370,7 +397,6 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   if (capture_steps > 0 && capture_cost(fw, k, c->num_hidden_layers, &token, capture_steps, &capture))
     return 1;
 
-  int64_t kv_bytes_per_token = (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * 4;
   int64_t layer_params = 0;
   for (int l = 0; l < c->num_hidden_layers; l++) {
     const md_qwen2_layer *L = &w->layers[l];
@@ -395,7 +421,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   printf("layer_params %lld\n", (long long)layer_params);
   printf("attn_flops_prefill %.6g\n", 2.0 * (double)n * (double)n * c->head_dim *
                                           c->num_attention_heads * c->num_hidden_layers);
-  printf("kv_bytes %lld\n", (long long)(kv_bytes_per_token * (n + decode_steps)));
+  printf("kv_bytes %lld\n", (long long)(kv_bytes_per_token(c) * (n + decode_steps)));
   printf("peak_rss_kb %ld\n", peak_rss_kb());
   printf("capture_steps %lld\n", (long long)capture.steps);
   printf("capture_off_s %.4f\n", capture.off_s);
@@ -403,9 +429,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   printf("capture_off_best_s %.6f\n", capture.steps ? capture.off_best_s : 0.0);
   printf("capture_on_best_s %.6f\n", capture.steps ? capture.on_best_s : 0.0);
   printf("last_token %d\n", token);
-  md_qwen2_forward_free(fw);
-  md_kernels_free(k);
-  md_qwen2_model_close(model);
+  engine_close(&e);
   free(prompt);
   return 0;
 }
@@ -433,26 +457,20 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
     p = *end == ',' ? end + 1 : end;
   }
   md_error err;
-  md_qwen2_model *model;
-  md_kernels *k;
-  md_qwen2_forward *fw;
-  if (md_qwen2_model_open(dir, &model, &err) != MD_OK) return fail(&err);
-  const md_qwen2_config *c = md_qwen2_model_config(model);
-  md_cpu_options cpu_options = {.threads = threads};
   /* The steps measured at one depth stay in the cache: the next depth is
    * reached from there. */
-  md_qwen2_forward_options options = {.capacity = depths[n_depths - 1] + steps * n_depths + 1};
-  if (md_kernels_cpu_new(&cpu_options, &k, &err) != MD_OK ||
-      md_qwen2_forward_new(c, md_qwen2_model_weights(model), k, &options, &fw, &err) != MD_OK)
-    return fail(&err);
-  int64_t kv_bytes_per_token = (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * 4;
+  engine e;
+  if (engine_open(&e, dir, threads, depths[n_depths - 1] + steps * n_depths + 1)) return 1;
+  md_kernels *k = e.k;
+  md_qwen2_forward *fw = e.fw;
+  const md_qwen2_config *c = md_qwen2_model_config(e.model);
   enum { CHUNK = 512 };
   int32_t chunk[CHUNK];
   uint64_t state = 2024;
   int32_t token = 1;
   printf("isa %s\n", md_kernels_cpu_isa(k));
   printf("threads %d\n", threads);
-  printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token);
+  printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token(c));
   for (int i = 0; i < n_depths; i++) {
     double t0 = now();
     while (md_qwen2_position(fw) < depths[i]) {
@@ -475,11 +493,9 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
     printf("depth %lld off_s %.6f on_s %.6f off_best_s %.6f on_best_s %.6f steps %lld "
            "kv_read_bytes %.0f\n",
            (long long)depths[i], times.off_s, times.on_s, times.off_best_s, times.on_best_s,
-           (long long)steps, mean_depth * (double)kv_bytes_per_token);
+           (long long)steps, mean_depth * (double)kv_bytes_per_token(c));
   }
-  md_qwen2_forward_free(fw);
-  md_kernels_free(k);
-  md_qwen2_model_close(model);
+  engine_close(&e);
   return 0;
 }
 

@@ -137,14 +137,11 @@ bench_cpu_line
 python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" "$work/collect.txt" "$work/depth.txt" "$work/limits-after.txt" <<'PY'
 import sys
 
-def read(path):
-    with open(path) as f:
-        return {k: v for k, v in (line.split(None, 1) for line in f if line.strip())}
+sys.path.insert(0, "bench")
+from bench_output import better_limits, depth_rows, keyvals as read
 
-lim, ours, hf = (read(p) for p in sys.argv[1:4])
-after = read(sys.argv[7])
-for key in ("fma_peak_gflops", "triad_gbs", "sgemv_gbs", "sgemm_gflops"):
-    lim[key] = str(max(float(lim[key]), float(after[key])))
+lim = better_limits(sys.argv[1], sys.argv[7])
+ours, hf = read(sys.argv[2]), read(sys.argv[3])
 coll = read(sys.argv[5])
 num = lambda d, k: float(d[k])
 bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
@@ -197,11 +194,7 @@ if coll:
           f"-> {num(coll, 'decode_tps') / dec_tps:.2f} x the greedy decode rate above "
           f"(teacher forcing skips the LM head)")
 
-depth_rows = []
-for line in open(sys.argv[6]):
-    parts = line.split()
-    if parts and parts[0] == "depth":
-        depth_rows.append({k: float(v) for k, v in zip(parts[0::2], parts[1::2])})
+depth_rows = depth_rows(sys.argv[6])
 if depth_rows:
     print("decode against context depth (capture off / on; limit: bandwidth over weights + KV read):")
     base = None

@@ -178,25 +178,10 @@ import glob, json, os, sys
 out, rounds, dtypes, prompt, shapes, version, commit = sys.argv[1:8]
 rounds, prompt, dtypes = int(rounds), int(prompt), dtypes.split()
 
-def keyvals(path):
-    with open(path) as f:
-        return {k: v.strip() for k, v in (line.split(None, 1) for line in f if line.strip())}
+sys.path.insert(0, "bench")
+from bench_output import better_limits, depth_rows, keyvals
 
-def depth_rows(path):
-    rows = {}
-    for line in open(path):
-        parts = line.split()
-        if parts and parts[0] == "depth":
-            kv = dict(zip(parts[0::2], parts[1::2]))
-            rows[int(kv["depth"])] = {k: float(v) for k, v in kv.items()}
-    return rows, keyvals(path)
-
-# The better of the limits measured before and after the runs: on a shared
-# or virtual machine one reading can catch a slow moment.
-before, after = keyvals(f"{out}/limits.txt"), keyvals(f"{out}/limits-after.txt")
-lim = dict(before)
-for key in ("fma_peak_gflops", "triad_gbs", "sgemv_gbs", "sgemm_gflops"):
-    lim[key] = str(max(float(before[key]), float(after[key])))
+lim = better_limits(f"{out}/limits.txt", f"{out}/limits-after.txt")
 peak = float(lim["fma_peak_gflops"])
 bw = max(float(lim["triad_gbs"]), float(lim["sgemv_gbs"]))
 print(f"llama.cpp: llama-cpp-python {version} sdist" + (f", llama.cpp {commit}" if commit else "") +
@@ -242,14 +227,16 @@ for d in dtypes:
     print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.2f} of the FMA peak "
           f"(target >= 0.6: {verdict(share >= 0.6)}); {ours * flops / 1e9 / float(lim['sgemm_gflops']):.2f} of sgemm")
     # decode
-    rows = [depth_rows(p) for p in sorted(glob.glob(f"{out}/ours-decode-{d}-*.txt"))]
+    # One dict per round: depth -> its row.
+    rows = [{int(r["depth"]): r for r in depth_rows(p)}
+            for p in sorted(glob.glob(f"{out}/ours-decode-{d}-*.txt"))]
     read_bytes = float(keyvals(glob.glob(f"{out}/ours-prefill-{d}-*.txt")[0])["decode_read_bytes"])
     ll = llama_best(f"{out}/llama-decode-{d}-*.jsonl",
                     lambda row: int(row.get("n_depth", 0)) if int(row["n_gen"]) > 0 else None)
     for depth in (0, prompt):
-        best_on = max((r[0][depth]["steps"] / 2) / r[0][depth]["on_s"] for r in rows)
-        best_off = max((r[0][depth]["steps"] / 2) / r[0][depth]["off_s"] for r in rows)
-        kv = rows[0][0][depth]["kv_read_bytes"]
+        best_on = max((r[depth]["steps"] / 2) / r[depth]["on_s"] for r in rows)
+        best_off = max((r[depth]["steps"] / 2) / r[depth]["off_s"] for r in rows)
+        kv = rows[0][depth]["kv_read_bytes"]
         limit = bw * 1e9 / (read_bytes + kv)
         lld = ll.get(depth, {})
         llb = max(lld.values()) if lld else float("nan")

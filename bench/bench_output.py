@@ -1,0 +1,34 @@
+"""What bench/inference_bench prints, read back by the bench scripts' summaries
+(bench/inference_bench.sh, bench/llama_cpp_bench.sh)."""
+
+# The limits `inference_bench limits` measures; a script reads them before and
+# after its runs and keeps the better reading of each.
+LIMITS = ("fma_peak_gflops", "triad_gbs", "sgemv_gbs", "sgemm_gflops")
+
+
+def keyvals(path):
+    """The "key value" lines of a file as a dict of stripped strings."""
+    with open(path) as f:
+        return {k: v.strip() for k, v in (line.split(None, 1) for line in f if line.strip())}
+
+
+def depth_rows(path):
+    """The "depth D off_s ... " lines of `inference_bench depth`, in order, as
+    dicts of floats."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] == "depth":
+                rows.append({k: float(v) for k, v in zip(parts[0::2], parts[1::2])})
+    return rows
+
+
+def better_limits(before_path, after_path):
+    """The limits read before the runs, each measured figure replaced by the
+    better of the two readings: on a shared or virtual machine one reading
+    can catch a slow moment."""
+    before, after = keyvals(before_path), keyvals(after_path)
+    for key in LIMITS:
+        before[key] = str(max(float(before[key]), float(after[key])))
+    return before
