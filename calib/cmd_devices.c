@@ -23,10 +23,12 @@ static void print_help(FILE *out) {
         "Lists the compute back ends of this build and whether each can run here:\n"
         "the CPU always; CUDA when the build has it (meson -Dcuda) and the machine has\n"
         "an NVIDIA GPU of compute capability 8.0 or newer with a working driver.\n"
-        "The CPU's line is followed by the BLAS's: the library, the OpenBLAS core\n"
-        "(kernel set) it runs, the best core for this CPU, and who chose it (the\n"
-        "program switches to the best core unless OPENBLAS_CORETYPE is set; see\n"
-        "MEMDECAY_BLAS_CORE in the manual).\n"
+        "The CPU's line names our kernel path (avx512, avx2 or portable: the widest\n"
+        "this CPU runs unless MEMDECAY_CPU_KERNELS says otherwise); the next line\n"
+        "lists the CPU's vector features (CPUID, as the OS enables them); the BLAS's\n"
+        "line follows: the library, the OpenBLAS core (kernel set) it runs, the best\n"
+        "core for this CPU, and who chose it (the program switches to the best core\n"
+        "unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the manual).\n"
         "\n"
         "Options:\n"
         "      --device NAME   check only this device (cpu, cuda or cuda:N), as the model\n"
@@ -40,12 +42,15 @@ static void print_help(FILE *out) {
         out);
 }
 
-/* One line for an opened back end. */
+/* One line for an opened back end; the CPU's is followed by its features. */
 static void describe(const char *name, const md_kernels *k, int threads) {
   if (!strcmp(k->ops->name, "cpu")) {
     if (threads > 0)
       printf("%s: %s kernels, %d thread%s\n", name, md_kernels_cpu_isa(k), threads, threads == 1 ? "" : "s");
     else printf("%s: %s kernels, all cores\n", name, md_kernels_cpu_isa(k));
+    md_cpu_facts facts = md_cpu_read_facts();
+    char words[160];
+    printf("cpu features: %s\n", md_cpu_facts_describe(&facts, words, sizeof words));
     return;
   }
 #if MD_HAVE_CUDA

@@ -28,6 +28,11 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
   int threads = options ? options->threads : 0;
   if (strcmp(name, "cpu") == 0) {
     md_cpu_options cpu = {.threads = threads};
+    const char *path = getenv(MD_DEVICE_ENV_CPU_KERNELS);
+    if (path && *path && !md_cpu_kernels_parse(path, &cpu.kernels))
+      return md_fail(err, MD_E_INVALID,
+                     MD_DEVICE_ENV_CPU_KERNELS " is '%s'; expected best, portable, avx2 or avx512",
+                     path);
     return md_kernels_cpu_new(&cpu, kernels, err);
   }
   int ordinal = cuda_ordinal(name);

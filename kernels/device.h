@@ -21,9 +21,15 @@ typedef struct md_device_options {
 /* True when this build contains the CUDA back end (meson -Dcuda). */
 bool md_device_cuda_built(void);
 
-/* Creates the back end. Fails with MD_E_INVALID for an unknown device name,
- * and MD_E_DEVICE when CUDA was asked for but this build has no CUDA back
- * end or the machine has no usable GPU (the message says which). */
+/* The environment variable that chooses the CPU back end's kernel path:
+ * best (the default, also when unset or empty), portable, avx2 or avx512. */
+#define MD_DEVICE_ENV_CPU_KERNELS "MEMDECAY_CPU_KERNELS"
+
+/* Creates the back end. Fails with MD_E_INVALID for an unknown device name
+ * or MEMDECAY_CPU_KERNELS value, and MD_E_DEVICE when CUDA was asked for but
+ * this build has no CUDA back end or the machine has no usable GPU, or when
+ * MEMDECAY_CPU_KERNELS asks for a path this CPU cannot run (the message says
+ * which). */
 md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err);
 
 #endif

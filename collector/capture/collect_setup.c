@@ -18,6 +18,7 @@
 #include "io/base/policy_defaults.h"
 #include "collector/model/model_dir.h"
 #include "kernels/cpu/blas_core.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
 
@@ -350,6 +351,7 @@ static md_status new_record(collect_run *run, md_error *err) {
   if (!strcmp(run->device_name, "cpu") && blas_library[0] && blas_core[0]) {
     settings.blas_library = blas_library;
     settings.blas_core = blas_core;
+    settings.cpu_kernels = md_kernels_cpu_isa(run->kernels);
   }
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);

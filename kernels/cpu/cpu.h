@@ -1,26 +1,46 @@
 /* The CPU back end: OpenBLAS (sgemm for the prefill's products and for
- * attention, prefill and decode), our own F32/F16/BF16 matrix-vector
- * kernels (AVX2+FMA with a portable C fallback, chosen at run time) and
- * OpenMP over output rows, attention tiles and blocks of keys. */
+ * attention, prefill and decode), our own F32/F16/BF16 matrix-vector,
+ * softmax and SiLU kernels (AVX-512, AVX2+FMA, or portable C, chosen at run
+ * time) and OpenMP over output rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
 #define MD_KERNELS_CPU_CPU_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "kernels/kernels.h"
 
+/* Which of our kernel paths a back end uses. */
+typedef enum md_cpu_kernels {
+  MD_CPU_KERNELS_BEST = 0,  /* the widest this CPU runs */
+  MD_CPU_KERNELS_PORTABLE,  /* plain C */
+  MD_CPU_KERNELS_AVX2,      /* AVX2 + FMA + F16C */
+  MD_CPU_KERNELS_AVX512,    /* AVX-512 F/BW/VL/DQ besides AVX2 */
+} md_cpu_kernels;
+
 typedef struct md_cpu_options {
-  int threads;   /* OpenMP and OpenBLAS threads; 0 = all cores */
-  int portable;  /* nonzero: use the portable C kernels even where AVX2 exists */
+  int threads;            /* OpenMP and OpenBLAS threads; 0 = all cores */
+  md_cpu_kernels kernels; /* 0 = the best this CPU runs */
 } md_cpu_options;
 
 /* Creates a CPU back end. `options` may be NULL (all cores, best kernels).
- * OpenBLAS's thread count is process-wide: the last back end created sets
- * it. */
+ * Fails with MD_E_DEVICE when the kernels asked for need instructions this
+ * CPU lacks. OpenBLAS's thread count is process-wide: the last back end
+ * created sets it. */
 md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err);
 
-/* The instruction set the back end's kernels use: "avx2" or "portable". */
+/* The instruction set the back end's kernels use: "avx512", "avx2" or
+ * "portable". */
 const char *md_kernels_cpu_isa(const md_kernels *k);
+
+/* The kernel paths this CPU runs, narrowest first (portable always):
+ * fills `paths` (room for 3) and returns how many. For tests and
+ * benchmarks that compare them. */
+int md_cpu_kernel_paths(md_cpu_kernels paths[3]);
+
+/* "best", "portable", "avx2", "avx512" -> the value; false for anything
+ * else (the MEMDECAY_CPU_KERNELS setting, kernels/device.h). */
+bool md_cpu_kernels_parse(const char *name, md_cpu_kernels *kernels);
 
 typedef enum md_cpu_vendor {
   MD_CPU_VENDOR_OTHER = 0,
@@ -36,7 +56,14 @@ typedef struct md_cpu_facts {
   md_cpu_vendor vendor;
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
+  bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; reported, not used
+                       (kernels/cpu/avx512.c says why) */
 } md_cpu_facts;
+
+/* The facts as words, for `devices`: "avx avx2 fma f16c avx512f ...",
+ * the features present in that order; "none" when there are none.
+ * Returns `out`. */
+char *md_cpu_facts_describe(const md_cpu_facts *facts, char *out, size_t size);
 
 /* Reads the facts of the CPU this runs on: the CPUID reading that also
  * picks the back end's own kernels (md_cpu_detect_isa). */

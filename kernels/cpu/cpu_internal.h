@@ -1,5 +1,5 @@
 /* Internals of the CPU back end, shared by its files and by the kernel tests
- * and benchmark (which compare the AVX2 and portable paths). Not part of the
+ * and benchmark (which compare the kernel paths). Not part of the
  * collector's interface: the collector sees kernels/kernels.h only. */
 #ifndef MD_KERNELS_CPU_INTERNAL_H
 #define MD_KERNELS_CPU_INTERNAL_H
@@ -9,17 +9,27 @@
 
 #include "io/base/error.h"
 #include "io/base/tensor.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/kernels.h"
 
+/* The kernel paths, in order: each needs what the one before it needs
+ * (md_cpu_kernels of cpu.h names them for callers, one higher). */
 typedef enum md_cpu_isa {
   MD_CPU_ISA_PORTABLE = 0, /* plain C, any x86-64 or other CPU */
   MD_CPU_ISA_AVX2,         /* AVX2 + FMA + F16C */
+  MD_CPU_ISA_AVX512,       /* and AVX-512 F, BW, VL, DQ (kernels/cpu/avx512.h) */
 } md_cpu_isa;
 
 /* The best instruction set this CPU runs (checked with CPUID and XGETBV, as
  * GCC's __builtin_cpu_supports does; the file compiles without
  * -march=native, with GCC and clang). */
 md_cpu_isa md_cpu_detect_isa(void);
+
+/* The best path `facts` allow (md_cpu_detect_isa applies it to this CPU). */
+md_cpu_isa md_cpu_isa_for(const md_cpu_facts *facts);
+
+/* "portable", "avx2", "avx512". */
+const char *md_cpu_isa_name(md_cpu_isa isa);
 
 /* y[r] = sum_c W[r, c] * x[c] (+ bias[r]) for r in [0, rows): one row of
  * activations against a weight matrix in its file dtype, fp32 accumulation,

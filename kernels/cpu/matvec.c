@@ -1,24 +1,26 @@
 /* Matrix-vector products and weight-tile conversion for F32, F16 and BF16
  * weights: the decode step's kernels, memory-bound, so each weight byte is
- * read exactly once and converted in registers.
+ * read exactly once and converted in registers. The AVX-512 versions are in
+ * avx512.c; this file has the portable and AVX2 ones and the dispatch.
  *
  * bf16 -> f32 is exact: the bf16 bits are the high half of the f32
  * (`bits << 16`). f16 -> f32 is exact too (F16C's vcvtph2ps, or the
  * bit-level conversion below). Accumulation is fp32.
  *
  * The AVX2 functions carry target attributes, so this file compiles
- * without -march=native; md_cpu_detect_isa picks the path at run time. */
+ * without -march=native; md_cpu_detect_isa (features.c) picks the path at
+ * run time. */
 #include <math.h>
 #include <stdbool.h>
 #include <omp.h>
 #include <string.h>
 
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define MD_HAVE_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define MD_HAVE_X86 0
@@ -27,47 +29,6 @@
 /* Matrices smaller than this many elements run on one thread: waking the
  * team costs more than the work. */
 #define MD_MATVEC_PARALLEL_MIN (1 << 15)
-
-/* CPUID and XGETBV directly, not GCC's __builtin_cpu_supports: clang before
- * version 15 does not know the "f16c" feature name. */
-md_cpu_facts md_cpu_read_facts(void) {
-  md_cpu_facts f = {0};
-#if MD_HAVE_X86
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return f;
-  /* The vendor string is EBX, EDX, ECX: "GenuineIntel", "AuthenticAMD". */
-  if (ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu) f.vendor = MD_CPU_VENDOR_INTEL;
-  else if (ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u) f.vendor = MD_CPU_VENDOR_AMD;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
-  const unsigned osxsave = 1u << 27;
-  if (!(ecx & osxsave)) return f; /* XGETBV unavailable: no AVX of any kind */
-  unsigned xcr0_lo, xcr0_hi;
-  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  (void)xcr0_hi;
-  bool ymm = (xcr0_lo & 0x6u) == 0x6u, zmm = ymm && (xcr0_lo & 0xe0u) == 0xe0u;
-  if (!ymm) return f;
-  f.avx = (ecx & (1u << 28)) != 0;
-  f.fma = (ecx & (1u << 12)) != 0;
-  f.f16c = (ecx & (1u << 29)) != 0;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
-  f.avx2 = (ebx & (1u << 5)) != 0;
-  if (zmm) {
-    f.avx512f = (ebx & (1u << 16)) != 0;
-    f.avx512dq = (ebx & (1u << 17)) != 0;
-    f.avx512cd = (ebx & (1u << 28)) != 0;
-    f.avx512bw = (ebx & (1u << 30)) != 0;
-    f.avx512vl = (ebx & (1u << 31)) != 0;
-  }
-#endif
-  return f;
-}
-
-/* The AVX2 path needs AVX2, FMA and F16C from the CPU, and the YMM registers
- * saved by the OS: the test GCC's __builtin_cpu_supports makes. */
-md_cpu_isa md_cpu_detect_isa(void) {
-  md_cpu_facts f = md_cpu_read_facts();
-  return f.avx2 && f.fma && f.f16c ? MD_CPU_ISA_AVX2 : MD_CPU_ISA_PORTABLE;
-}
 
 static inline float bf16_to_f32(uint16_t bits) {
   union { uint32_t u; float f; } v = {.u = (uint32_t)bits << 16};
@@ -80,8 +41,8 @@ static inline float f16_to_f32(uint16_t h) {
   uint32_t exponent = (h >> 10) & 0x1fu;
   uint32_t mantissa = h & 0x3ffu;
   union { uint32_t u; float f; } v;
-  if (exponent == 0) {
-    float magnitude = ldexpf((float)mantissa, -24);
+  if (exponent == 0) { /* subnormal: mantissa * 2^-24, exact in binary32 */
+    float magnitude = (float)mantissa * 0x1p-24f;
     return sign ? -magnitude : magnitude;
   }
   if (exponent == 31)
@@ -223,6 +184,15 @@ typedef void (*matvec_fn)(float *, const void *, const float *, int64_t, int64_t
                           const float *);
 
 static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    switch (dtype) {
+    case MD_DTYPE_F32: return (matvec_fn)md_avx512_matvec_f32;
+    case MD_DTYPE_F16: return (matvec_fn)md_avx512_matvec_f16;
+    case MD_DTYPE_BF16: return (matvec_fn)md_avx512_matvec_bf16;
+    }
+  }
+#endif
 #if MD_HAVE_X86
   if (isa == MD_CPU_ISA_AVX2) {
     switch (dtype) {
@@ -267,6 +237,12 @@ void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, 
   for (int64_t r = r0; r < r1; r++) {
     const uint16_t *src = (const uint16_t *)((const char *)w + (size_t)r * row_bytes);
     float *out = dst + (size_t)(r - r0) * (size_t)cols;
+#if defined(__x86_64__)
+    if (isa == MD_CPU_ISA_AVX512) {
+      md_avx512_to_f32(out, src, (size_t)cols, dtype == MD_DTYPE_BF16);
+      continue;
+    }
+#endif
 #if MD_HAVE_X86
     if (isa == MD_CPU_ISA_AVX2) {
       rows_to_f32_avx2(out, src, (size_t)cols, dtype);

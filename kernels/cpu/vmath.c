@@ -1,4 +1,5 @@
-/* Elementwise fp32 maths: softmax and SiLU. The AVX2 exp is the Cephes
+/* Elementwise fp32 maths: softmax and SiLU (the AVX-512 versions are in
+ * avx512.c). The AVX2 exp is the Cephes
  * single-precision algorithm (S. L. Moshier, Cephes Math Library, expf.c):
  * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 split into two
  * parts for exactness, exp(r) by a degree-6 polynomial; within 2 ulp of
@@ -6,6 +7,7 @@
  * torch uses on the CPU. The portable path calls libm's expf. */
 #include <math.h>
 
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,6 +95,12 @@ static void softmax_portable(float *x, int64_t n) {
 }
 
 void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    md_avx512_softmax(x, n);
+    return;
+  }
+#endif
 #if MD_HAVE_X86
   if (isa == MD_CPU_ISA_AVX2) {
     softmax_avx2(x, n);
@@ -104,6 +112,12 @@ void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n) {
 }
 
 void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    md_avx512_silu_mul(gate, up, n);
+    return;
+  }
+#endif
 #if MD_HAVE_X86
   if (isa == MD_CPU_ISA_AVX2) {
     silu_mul_avx2(gate, up, n);

@@ -162,11 +162,14 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
    * build links OpenBLAS, which always names its core). */
   json_t *blas = json_object_get(run, "blas");
   if (!strcmp(json_str(run, "device"), "cpu")) {
-    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 2, "blas: an object of 2 keys");
+    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 3, "blas: an object of 3 keys");
     CHECK_MSG(!strncmp(json_str(blas, "library"), "OpenBLAS ", 9), "blas.library '%s'",
               json_str(blas, "library"));
     json_t *core = json_object_get(blas, "core");
     CHECK_MSG(json_is_string(core) && json_string_length(core) > 0, "blas.core: a name");
+    const char *kernels = json_str(blas, "kernels");
+    CHECK_MSG(!strcmp(kernels, "avx512") || !strcmp(kernels, "avx2") || !strcmp(kernels, "portable"),
+              "blas.kernels '%s'", kernels);
   }
   CHECK_MSG(json_int(run, "manifest_bytes") == manifest_size, "manifest_bytes %lld, file %lld",
             json_int(run, "manifest_bytes"), manifest_size);

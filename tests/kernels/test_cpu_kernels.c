@@ -1,7 +1,9 @@
 /* The CPU back end's kernels against double-precision evaluations of their
- * definitions (written out below), on both instruction-set paths (AVX2 where
- * the CPU has it, and the portable C), for every weight dtype, with shapes
- * that leave remainders in every loop. Weight bits are converted for the
+ * definitions (written out below), on every instruction-set path the CPU
+ * runs (portable C always, AVX2 and AVX-512 where the CPU has them; the
+ * AVX-512 file also runs in an emulated CPU, tests/kernels/avx512_emulated),
+ * for every weight dtype, with shapes that leave remainders in every loop
+ * of every path (16- and 32-column steps, masked tails). Weight bits are converted for the
  * references by io/tensor's md_bf16_to_f32 / md_f16_to_f32, independent code
  * from the kernels' own conversions. */
 #include <math.h>
@@ -51,7 +53,8 @@ static const md_dtype DTYPES[] = {MD_DTYPE_F32, MD_DTYPE_F16, MD_DTYPE_BF16};
 
 /* y = W x + b: within 1e-5 of sum |w x| (fp32 accumulation of up to 4k terms). */
 static void test_matvec(md_cpu_isa isa) {
-  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 16}, {13, 37}, {9, 2049}, {64, 4099}, {1031, 96}};
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 16}, {13, 37}, {9, 2049}, {64, 4099}, {1031, 96},
+                               {5, 50}, {8, 31}, {12, 48}};
   for (size_t d = 0; d < 3; d++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
@@ -86,7 +89,7 @@ static void test_matvec(md_cpu_isa isa) {
 
 /* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max). */
 static void test_softmax(md_cpu_isa isa) {
-  const int64_t sizes[] = {1, 5, 8, 9, 100, 1000};
+  const int64_t sizes[] = {1, 5, 8, 9, 16, 33, 100, 1000};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     int64_t n = sizes[s];
     float *x = malloc((size_t)n * sizeof(float));
@@ -493,12 +496,12 @@ static void test_kv_compact(md_kernels *k) {
   k->ops->buf_free(k, cache);
 }
 
-static void test_backend(int portable) {
-  md_cpu_options options = {.threads = 2, .portable = portable};
+static void test_backend(md_cpu_kernels path) {
+  md_cpu_options options = {.threads = 2, .kernels = path};
   md_kernels *k = NULL;
   md_error err;
   CHECK(md_kernels_cpu_new(&options, &k, &err) == MD_OK);
-  if (portable) CHECK(strcmp(md_kernels_cpu_isa(k), "portable") == 0);
+  if (path != MD_CPU_KERNELS_BEST) CHECK(strcmp(md_kernels_cpu_isa(k), md_cpu_isa_name((md_cpu_isa)(path - 1))) == 0);
   CHECK(strcmp(k->ops->name, "cpu") == 0);
   test_matmul(k);
   test_elementwise(k);
@@ -515,23 +518,66 @@ static void test_backend(int portable) {
 static void test_detect_isa(void) {
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
   __builtin_cpu_init();
-  bool gcc = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-  CHECK((md_cpu_detect_isa() == MD_CPU_ISA_AVX2) == gcc);
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              __builtin_cpu_supports("f16c");
+  bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  md_cpu_isa want = avx512 ? MD_CPU_ISA_AVX512 : avx2 ? MD_CPU_ISA_AVX2 : MD_CPU_ISA_PORTABLE;
+  CHECK_MSG(md_cpu_detect_isa() == want, "detected %s, GCC says %s", md_cpu_isa_name(md_cpu_detect_isa()),
+            md_cpu_isa_name(want));
 #endif
+  /* The rule on made-up CPUs. */
+  md_cpu_facts f = {.avx = true, .avx2 = true, .fma = true, .f16c = true};
+  CHECK(md_cpu_isa_for(&f) == MD_CPU_ISA_AVX2);
+  f.avx512f = f.avx512bw = f.avx512vl = true;
+  CHECK(md_cpu_isa_for(&f) == MD_CPU_ISA_AVX2); /* DQ missing */
+  f.avx512dq = true;
+  CHECK(md_cpu_isa_for(&f) == MD_CPU_ISA_AVX512);
+  f.f16c = false;
+  CHECK(md_cpu_isa_for(&f) == MD_CPU_ISA_PORTABLE);
+  char words[160];
+  CHECK(strcmp(md_cpu_facts_describe(&f, words, sizeof words),
+               "avx avx2 fma avx512f avx512bw avx512vl avx512dq") == 0);
+  md_cpu_facts none = {0};
+  CHECK(strcmp(md_cpu_facts_describe(&none, words, sizeof words), "none") == 0);
+  /* Names and paths. */
+  md_cpu_kernels parsed;
+  CHECK(md_cpu_kernels_parse("avx512", &parsed) && parsed == MD_CPU_KERNELS_AVX512);
+  CHECK(md_cpu_kernels_parse("best", &parsed) && parsed == MD_CPU_KERNELS_BEST);
+  CHECK(md_cpu_kernels_parse("portable", &parsed) && parsed == MD_CPU_KERNELS_PORTABLE);
+  CHECK(!md_cpu_kernels_parse("AVX2", &parsed) && !md_cpu_kernels_parse("", &parsed));
+  md_cpu_kernels paths[3];
+  int n = md_cpu_kernel_paths(paths);
+  CHECK(n == (int)md_cpu_detect_isa() + 1 && paths[0] == MD_CPU_KERNELS_PORTABLE);
+  /* A path above this CPU's is refused, naming both. */
+  if (md_cpu_detect_isa() != MD_CPU_ISA_AVX512) {
+    md_cpu_options options = {.kernels = MD_CPU_KERNELS_AVX512};
+    md_kernels *k = NULL;
+    md_error err;
+    CHECK(md_kernels_cpu_new(&options, &k, &err) == MD_E_DEVICE && k == NULL);
+    CHECK_MSG(strstr(err.message, "avx512") != NULL, "%s", err.message);
+  }
+  md_cpu_options bad = {.kernels = (md_cpu_kernels)7};
+  md_kernels *k = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&bad, &k, &err) == MD_E_INVALID);
 }
 
 int main(void) {
   test_detect_isa();
-  md_cpu_isa isas[2] = {MD_CPU_ISA_PORTABLE, md_cpu_detect_isa()};
-  int n_isas = isas[1] == MD_CPU_ISA_PORTABLE ? 1 : 2;
-  printf("best instruction set here: %s\n", isas[1] == MD_CPU_ISA_AVX2 ? "avx2" : "portable");
-  for (int i = 0; i < n_isas; i++) {
-    test_matvec(isas[i]);
-    test_softmax(isas[i]);
-    test_silu(isas[i]);
+  md_cpu_kernels paths[3];
+  int n_paths = md_cpu_kernel_paths(paths);
+  char words[160];
+  md_cpu_facts facts = md_cpu_read_facts();
+  printf("CPU features: %s; best instruction set here: %s\n",
+         md_cpu_facts_describe(&facts, words, sizeof words), md_cpu_isa_name(md_cpu_detect_isa()));
+  for (int i = 0; i < n_paths; i++) {
+    md_cpu_isa isa = (md_cpu_isa)(paths[i] - 1);
+    test_matvec(isa);
+    test_softmax(isa);
+    test_silu(isa);
+    test_backend(paths[i]);
   }
-  test_backend(1);
-  test_backend(0);
+  test_backend(MD_CPU_KERNELS_BEST);
   return md_test_finish("test_cpu_kernels");
 }

@@ -138,7 +138,7 @@ static void run_setting(md_kernels *k, const md_qwen2_config *c, const md_qwen2_
   free(rows[1]);
 }
 
-static void run_checkpoint(const char *name, int portable, errors *total) {
+static void run_checkpoint(const char *name, md_cpu_kernels path, errors *total) {
   char dir[4096];
   fixture_dir(dir, sizeof dir, name);
   md_error err;
@@ -151,7 +151,7 @@ static void run_checkpoint(const char *name, int portable, errors *total) {
   fixture_array prompt = fixture_load(dir, "prompt.npy", 1), tokens = fixture_load(dir, "tokens.npy", 1);
   fixture_array attn = fixture_load(dir, "decode_attn.npy", 0);
   fixture_array colsum = fixture_load(dir, "prefill_attn_colsum.npy", 0);
-  md_cpu_options cpu_options = {.threads = 0, .portable = portable};
+  md_cpu_options cpu_options = {.threads = 0, .kernels = path};
   md_kernels *k = NULL;
   CHECK(md_kernels_cpu_new(&cpu_options, &k, &err) == MD_OK);
   for (size_t i = 0; i < sizeof SETTINGS / sizeof SETTINGS[0]; i++) {
@@ -179,10 +179,12 @@ static void run_checkpoint(const char *name, int portable, errors *total) {
 }
 
 int main(void) {
+  /* Every kernel path this CPU runs (portable, AVX2, AVX-512). */
+  md_cpu_kernels paths[3];
+  int n_paths = md_cpu_kernel_paths(paths);
   errors total = {0};
   for (size_t i = 0; i < sizeof CHECKPOINTS / sizeof CHECKPOINTS[0]; i++) {
-    run_checkpoint(CHECKPOINTS[i], 0, &total);
-    run_checkpoint(CHECKPOINTS[i], 1, &total);
+    for (int j = 0; j < n_paths; j++) run_checkpoint(CHECKPOINTS[i], paths[j], &total);
   }
   printf("capture vs HF over all checkpoints and settings: decode rows %.3g (tolerance %g), "
          "prefill column sums %.3g (tolerance %g)\n",

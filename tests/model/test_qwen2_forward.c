@@ -220,7 +220,7 @@ static void check_consistency(const char *name, const md_qwen2_config *c,
   free(all_logits);
 }
 
-static void run_checkpoint(const char *name, int portable) {
+static void run_checkpoint(const char *name, md_cpu_kernels path) {
   char dir[4096];
   fixture_dir(dir, sizeof dir, name);
   md_error err;
@@ -232,7 +232,7 @@ static void run_checkpoint(const char *name, int portable) {
   const md_qwen2_config *c = md_qwen2_model_config(model);
   const md_qwen2_weights *w = md_qwen2_model_weights(model);
   fixtures f = load_fixtures(dir);
-  md_cpu_options cpu_options = {.threads = 0, .portable = portable};
+  md_cpu_options cpu_options = {.threads = 0, .kernels = path};
   md_kernels *k = NULL;
   CHECK(md_kernels_cpu_new(&cpu_options, &k, &err) == MD_OK);
   md_qwen2_forward_options options = {.capacity = f.prompt.shape[0] + f.decode_logits.shape[0]};
@@ -262,9 +262,11 @@ static void run_checkpoint(const char *name, int portable) {
 }
 
 int main(void) {
+  /* Every kernel path this CPU runs (portable, AVX2, AVX-512). */
+  md_cpu_kernels paths[3];
+  int n_paths = md_cpu_kernel_paths(paths);
   for (size_t i = 0; i < sizeof CHECKPOINTS / sizeof CHECKPOINTS[0]; i++) {
-    run_checkpoint(CHECKPOINTS[i], 0);
-    run_checkpoint(CHECKPOINTS[i], 1);
+    for (int j = 0; j < n_paths; j++) run_checkpoint(CHECKPOINTS[i], paths[j]);
   }
   return md_test_finish("test_qwen2_forward");
 }

@@ -6,8 +6,8 @@
  * on their own: BF16 weights, the full 151,936-row tied embedding (most
  * rows zero), Qwen2.5's configuration as published.
  *
- * Compared, on the CPU back end (AVX2 and portable kernels, the prompt in
- * one chunk and in chunks of 61):
+ * Compared, on the CPU back end (every kernel path the CPU runs: portable,
+ * AVX2, AVX-512; the prompt in one chunk and in chunks of 61):
  *   logits of the prompt's last token and of every teacher-forced decode
  *     step at the kept vocabulary rows (logits_rows.npy): absolute 1e-4
  *     (the logits reach about 30; float32 accumulation over 64 products
@@ -124,8 +124,10 @@ int main(void) {
   CHECK(r.logits.shape[0] == steps + 1 && r.argmax.shape[0] == steps + 1);
   CHECK(r.decode.shape[0] == steps && r.decode.shape[1] == r.prompt.shape[0] + steps);
   const int64_t chunks[] = {0, 61};
-  for (int portable = 0; portable <= 1; portable++) {
-    md_cpu_options cpu_options = {.threads = 0, .portable = portable};
+  md_cpu_kernels paths[3];
+  int n_paths = md_cpu_kernel_paths(paths);
+  for (int p = 0; p < n_paths; p++) {
+    md_cpu_options cpu_options = {.threads = 0, .kernels = paths[p]};
     md_kernels *k = NULL;
     CHECK(md_kernels_cpu_new(&cpu_options, &k, &err) == MD_OK);
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {

@@ -1,0 +1,196 @@
+/* AVX-512 kernels (contracts in avx512.h). The shapes follow the AVX2
+ * kernels of matvec.c and vmath.c, twice as wide; what differs is the
+ * remainders: a mask covers the last columns of a row or the last elements
+ * of a vector, so every element goes through the same vector code and no
+ * scalar fallback (nor libm's expf) is needed.
+ *
+ * AVX-512 BF16 (vdpbf16ps) is deliberately not used: it multiplies bf16 by
+ * bf16, so the fp32 activations would be rounded to bf16 first, which HF
+ * does not do (it widens the bf16 weights exactly and multiplies in fp32),
+ * and the decode products are bound by memory bandwidth, not by the
+ * arithmetic that instruction would save.
+ *
+ * Freestanding on purpose (see avx512.h): intrinsics only. */
+#include "kernels/cpu/avx512.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define MD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+
+/* The lanes below `count` (count <= 16). */
+MD_AVX512 static inline __mmask16 first_lanes(int64_t count) {
+  return (__mmask16)((1u << count) - 1u);
+}
+
+MD_AVX512 static inline __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
+MD_AVX512 static inline __m512 load16_f32_masked(const float *p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+MD_AVX512 static inline __m512 widen_f16(__m256i bits) { return _mm512_cvtph_ps(bits); }
+/* bf16 -> f32 is exact: the bf16 bits are the high half of the f32. */
+MD_AVX512 static inline __m512 widen_bf16(__m256i bits) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+MD_AVX512 static inline __m512 load16_f16(const uint16_t *p) {
+  return widen_f16(_mm256_loadu_si256((const __m256i *)p));
+}
+MD_AVX512 static inline __m512 load16_f16_masked(const uint16_t *p, __mmask16 m) {
+  return widen_f16(_mm256_maskz_loadu_epi16(m, p));
+}
+MD_AVX512 static inline __m512 load16_bf16(const uint16_t *p) {
+  return widen_bf16(_mm256_loadu_si256((const __m256i *)p));
+}
+MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m) {
+  return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
+}
+
+/* Four rows per step, one from each quarter of [r0, r1) (four long
+ * sequential streams, see matvec.c), 32 columns at a time in eight
+ * independent FMA chains, then one step of 16 and one masked step for the
+ * last < 16 columns. A row of the remainder goes alone. */
+#define MD_DEFINE_MATVEC_AVX512(NAME, TYPE, LOAD, LOAD_MASKED)                               \
+  MD_AVX512 static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {          \
+    int64_t c16 = cols & ~(int64_t)15, c = 0;                                                \
+    __m512 a = _mm512_setzero_ps();                                                          \
+    for (; c < c16; c += 16) a = _mm512_fmadd_ps(LOAD(wr + c), _mm512_loadu_ps(x + c), a);   \
+    if (c < cols) {                                                                          \
+      __mmask16 m = first_lanes(cols - c);                                                   \
+      a = _mm512_fmadd_ps(LOAD_MASKED(wr + c, m), _mm512_maskz_loadu_ps(m, x + c), a);       \
+    }                                                                                        \
+    return _mm512_reduce_add_ps(a);                                                          \
+  }                                                                                          \
+  MD_AVX512 void NAME(float *y, const TYPE *w, const float *x, int64_t r0, int64_t r1,       \
+                      int64_t cols, const float *bias) {                                     \
+    int64_t c32 = cols & ~(int64_t)31, quarter = (r1 - r0) / 4;                              \
+    for (int64_t i = 0; i < quarter; i++) {                                                  \
+      int64_t r[4] = {r0 + i, r0 + quarter + i, r0 + 2 * quarter + i, r0 + 3 * quarter + i}; \
+      const TYPE *w0 = w + r[0] * cols, *w1 = w + r[1] * cols;                               \
+      const TYPE *w2 = w + r[2] * cols, *w3 = w + r[3] * cols;                               \
+      __m512 a0 = _mm512_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;                            \
+      __m512 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                             \
+      int64_t c = 0;                                                                         \
+      for (; c < c32; c += 32) {                                                             \
+        __m512 xl = _mm512_loadu_ps(x + c), xh = _mm512_loadu_ps(x + c + 16);                \
+        a0 = _mm512_fmadd_ps(LOAD(w0 + c), xl, a0);                                          \
+        b0 = _mm512_fmadd_ps(LOAD(w0 + c + 16), xh, b0);                                     \
+        a1 = _mm512_fmadd_ps(LOAD(w1 + c), xl, a1);                                          \
+        b1 = _mm512_fmadd_ps(LOAD(w1 + c + 16), xh, b1);                                     \
+        a2 = _mm512_fmadd_ps(LOAD(w2 + c), xl, a2);                                          \
+        b2 = _mm512_fmadd_ps(LOAD(w2 + c + 16), xh, b2);                                     \
+        a3 = _mm512_fmadd_ps(LOAD(w3 + c), xl, a3);                                          \
+        b3 = _mm512_fmadd_ps(LOAD(w3 + c + 16), xh, b3);                                     \
+      }                                                                                      \
+      if (c + 16 <= cols) {                                                                  \
+        __m512 xl = _mm512_loadu_ps(x + c);                                                  \
+        a0 = _mm512_fmadd_ps(LOAD(w0 + c), xl, a0);                                          \
+        a1 = _mm512_fmadd_ps(LOAD(w1 + c), xl, a1);                                          \
+        a2 = _mm512_fmadd_ps(LOAD(w2 + c), xl, a2);                                          \
+        a3 = _mm512_fmadd_ps(LOAD(w3 + c), xl, a3);                                          \
+        c += 16;                                                                             \
+      }                                                                                      \
+      if (c < cols) {                                                                        \
+        __mmask16 m = first_lanes(cols - c);                                                 \
+        __m512 xh = _mm512_maskz_loadu_ps(m, x + c);                                         \
+        b0 = _mm512_fmadd_ps(LOAD_MASKED(w0 + c, m), xh, b0);                                \
+        b1 = _mm512_fmadd_ps(LOAD_MASKED(w1 + c, m), xh, b1);                                \
+        b2 = _mm512_fmadd_ps(LOAD_MASKED(w2 + c, m), xh, b2);                                \
+        b3 = _mm512_fmadd_ps(LOAD_MASKED(w3 + c, m), xh, b3);                                \
+      }                                                                                      \
+      float sums[4] = {_mm512_reduce_add_ps(_mm512_add_ps(a0, b0)),                          \
+                       _mm512_reduce_add_ps(_mm512_add_ps(a1, b1)),                          \
+                       _mm512_reduce_add_ps(_mm512_add_ps(a2, b2)),                          \
+                       _mm512_reduce_add_ps(_mm512_add_ps(a3, b3))};                         \
+      for (int j = 0; j < 4; j++) y[r[j]] = sums[j] + (bias ? bias[r[j]] : 0.0f);            \
+    }                                                                                        \
+    for (int64_t r = r0 + 4 * quarter; r < r1; r++)                                          \
+      y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);                    \
+  }
+
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f32, float, load16_f32, load16_f32_masked)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f16, uint16_t, load16_f16, load16_f16_masked)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16, uint16_t, load16_bf16, load16_bf16_masked)
+
+MD_AVX512 void md_avx512_to_f32(float *dst, const uint16_t *src, size_t count, int bf16) {
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16)
+    _mm512_storeu_ps(dst + i, bf16 ? load16_bf16(src + i) : load16_f16(src + i));
+  if (i < count) {
+    __mmask16 m = first_lanes((int64_t)(count - i));
+    _mm512_mask_storeu_ps(dst + i, m,
+                          bf16 ? load16_bf16_masked(src + i, m) : load16_f16_masked(src + i, m));
+  }
+}
+
+/* exp(x), lane by lane: vmath.c's Cephes algorithm step for step (the same
+ * constants, the same fused operations, so each lane equals the AVX2
+ * exp8's); below ln(FLT_MIN) it returns 0, NaN stays NaN. */
+MD_AVX512 static inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
+  const __m512 lo = _mm512_set1_ps(-87.3365447504f);
+  __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  __m512 v = _mm512_max_ps(_mm512_min_ps(x, hi), lo);
+  __m512 n = _mm512_roundscale_ps(
+      _mm512_fmadd_ps(v, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+      _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  v = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);
+  v = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), v);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, v, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(v, v), v);
+  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_slli_epi32(
+      _mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 result = _mm512_maskz_mul_ps((__mmask16)~underflow, p, _mm512_castsi512_ps(e));
+  return _mm512_mask_blend_ps(is_nan, result, x);
+}
+
+MD_AVX512 void md_avx512_softmax(float *x, int64_t n) {
+  int64_t n16 = n & ~(int64_t)15, i;
+  __mmask16 tail = first_lanes(n - n16);
+  const __m512 minus_inf = _mm512_set1_ps(-__builtin_inff());
+  __m512 vmax = minus_inf;
+  for (i = 0; i < n16; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
+  if (tail) vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(minus_inf, tail, x + i));
+  __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+
+  __m512 vsum = _mm512_setzero_ps();
+  for (i = 0; i < n16; i += 16) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
+    _mm512_storeu_ps(x + i, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (tail) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), shift));
+    _mm512_mask_storeu_ps(x + i, tail, e);
+    vsum = _mm512_mask_add_ps(vsum, tail, vsum, e);
+  }
+  __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(vsum));
+  for (i = 0; i < n16; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+  if (tail) _mm512_mask_storeu_ps(x + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, x + i), inv));
+}
+
+MD_AVX512 static inline __m512 silu_mul16(__m512 g, __m512 u) {
+  __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+MD_AVX512 void md_avx512_silu_mul(float *gate, const float *up, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(gate + i, silu_mul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  if (i < n) {
+    __mmask16 m = first_lanes((int64_t)(n - i));
+    _mm512_mask_storeu_ps(gate + i, m,
+                          silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+#else
+/* Not x86-64: nothing here (the dispatchers never choose AVX-512). */
+typedef int md_avx512_not_built;
+#endif

@@ -1,0 +1,38 @@
+/* The CPU back end's AVX-512 kernels (kernels/cpu/avx512.c): the same
+ * contracts as the AVX2 ones in matvec.c and vmath.c, 16 floats per
+ * register and masked loads and stores for every remainder, so no scalar
+ * tail and no call out of the file. That last property is what lets
+ * tests/kernels/avx512_emulated run this very file in an emulated AVX-512
+ * CPU on machines without one: the file must stay freestanding (no libc,
+ * no libm, no OpenMP). The dispatchers in matvec.c and vmath.c call these
+ * when md_cpu_detect_isa says MD_CPU_ISA_AVX512.
+ *
+ * Needs AVX-512 F, BW, VL and DQ (x86-64-v4) besides AVX2, FMA and F16C:
+ * BW and VL for the masked 16-bit loads of F16/BF16 weight tails. */
+#ifndef MD_KERNELS_CPU_AVX512_H
+#define MD_KERNELS_CPU_AVX512_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y[r] = sum_c W[r, c] x[c] (+ bias[r]) for r in [r0, r1); W row-major
+ * [*, cols] in F32, F16 or BF16 bits; bias may be NULL. fp32 FMA
+ * accumulation; the weight conversions are exact. */
+void md_avx512_matvec_f32(float *y, const float *w, const float *x, int64_t r0, int64_t r1,
+                          int64_t cols, const float *bias);
+void md_avx512_matvec_f16(float *y, const uint16_t *w, const float *x, int64_t r0, int64_t r1,
+                          int64_t cols, const float *bias);
+void md_avx512_matvec_bf16(float *y, const uint16_t *w, const float *x, int64_t r0, int64_t r1,
+                           int64_t cols, const float *bias);
+
+/* dst[i] = src[i] widened to f32 for i < count; bf16 nonzero: BF16 bits,
+ * else F16 bits. */
+void md_avx512_to_f32(float *dst, const uint16_t *src, size_t count, int bf16);
+
+/* In place: x = exp(x - max x) * (1 / sum); n >= 1. */
+void md_avx512_softmax(float *x, int64_t n);
+
+/* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i]. */
+void md_avx512_silu_mul(float *gate, const float *up, size_t n);
+
+#endif

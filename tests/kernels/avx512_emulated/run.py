@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""The AVX-512 kernels (kernels/cpu/avx512.c) run in an emulated AVX-512 CPU.
+
+test_cpu_kernels checks every kernel path on the CPU it runs on, so the
+AVX-512 path is checked natively only on machines that have AVX-512. This
+test checks it everywhere: it compiles kernels/cpu/avx512.c on its own (the
+file is freestanding: intrinsics only, no libc, no libm), lays it out as one
+flat image, and calls its functions in Bochs's x86-64 CPU (bochscpu-python),
+which executes AVX-512 F/BW/VL/DQ instructions whatever the host has.
+
+Each call gets its arguments by the System V calling convention and returns
+to a `hlt` that ends the emulation. Every buffer ends exactly at a page
+boundary with an unmapped page after it, so a load or store one element past
+its end (an unmasked remainder) faults and fails the test; the harness
+proves this on itself by calling a kernel with a count one past its buffer.
+
+Results are compared with double-precision evaluations of the kernels'
+definitions written here, with test_cpu_kernels's tolerances; conversions
+of F16/BF16 bits are compared exactly with Python's own (struct's binary16).
+
+Usage: run.py --cc CC [--cc-arg ARG ...] --source-root DIR --work-dir DIR
+The emulator comes from .cache/avx512-emulator (made by .ci/install-deps
+from requirements.txt next to this file) or from the running Python.
+"""
+import argparse
+import math
+import os
+import random
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHILD = "MD_AVX512_EMULATED_CHILD"
+
+
+def fail(message):
+    print(f"avx512_emulated: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def run(cmd):
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(f"{' '.join(cmd)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def build(args):
+    """The image of avx512.c and the addresses of its functions."""
+    os.makedirs(args.work_dir, exist_ok=True)
+    obj = os.path.join(args.work_dir, "avx512.o")
+    elf = os.path.join(args.work_dir, "avx512.elf")
+    image = os.path.join(args.work_dir, "avx512.bin")
+    cc = [args.cc] + args.cc_arg
+    run(cc + ["-O2", "-std=c11", "-ffreestanding", "-fno-pic", "-fno-stack-protector",
+              "-fno-asynchronous-unwind-tables", "-fcf-protection=none",
+              "-I", args.source_root, "-c",
+              os.path.join(args.source_root, "kernels", "cpu", "avx512.c"), "-o", obj])
+    # -nostdlib: a call out of the file (memset, expf, ...) is an undefined
+    # symbol here, so the file's freestanding promise is checked too.
+    run(cc + ["-nostdlib", "-static", "-no-pie", "-Wl,--no-undefined", "-Wl,--build-id=none",
+              "-Wl,-T," + os.path.join(HERE, "blob.ld"), obj, "-o", elf])
+    run(["objcopy", "-O", "binary", elf, image])
+    symbols = {}
+    for line in run(["nm", elf]).splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "Tt":
+            symbols[parts[2]] = int(parts[0], 16)
+    with open(image, "rb") as f:
+        return f.read(), symbols
+
+
+def relaunch(args):
+    """Starts this script again with the emulator importable: its Python, and
+    the glibc shim preloaded (glibc_shim.c says why)."""
+    shim = os.path.join(args.work_dir, "libglibc_shim.so")
+    os.makedirs(args.work_dir, exist_ok=True)
+    run([args.cc] + args.cc_arg + ["-shared", "-fPIC", "-O2", os.path.join(HERE, "glibc_shim.c"),
+                                   "-o", shim])
+    python = os.path.join(args.source_root, ".cache", "avx512-emulator", "bin", "python3")
+    if not os.path.exists(python):
+        python = sys.executable
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = shim + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    env[CHILD] = "1"
+    os.execve(python, [python, os.path.abspath(__file__)] + sys.argv[1:], env)
+
+
+# ---- the emulated machine ---------------------------------------------------
+
+CODE_VA = 0x10000000
+STACK_VA, STACK_BYTES = 0x30000000, 1 << 16
+STOP_VA = 0x3F000000
+WINDOW_BASE, WINDOW_BYTES, WINDOWS = 0x40000000, 2 << 20, 6
+PML4 = 0x100000
+
+
+class Machine:
+    def __init__(self, bochscpu, image):
+        import bochscpu.cpu
+        import bochscpu.memory
+        self.b = bochscpu
+        self.memory = bochscpu.memory
+        self.page = self.memory.page_size()
+        self.table = self.memory.PageMapLevel4Table()
+        self.next_gpa = 0x1000000
+        self.map(CODE_VA, len(image))
+        self.map(STACK_VA, STACK_BYTES)
+        self.map(STOP_VA, self.page)
+        # Window k is [start, end) with nothing mapped at end: a buffer put
+        # at the end of a window has a fault right after its last byte.
+        for k in range(WINDOWS):
+            self.map(self.window_end(k) - WINDOW_BYTES, WINDOW_BYTES)
+        for hva, gpa in self.table.commit(PML4):
+            self.memory.page_insert(gpa, hva)
+        self.write(CODE_VA, image)
+        self.write(STOP_VA, b"\xf4")  # hlt: #GP in user mode, which ends the run
+        self.session = bochscpu.Session()
+        self.session.missing_page_handler = self.missing_page
+        self.exception = None
+
+    @staticmethod
+    def window_end(k):
+        return WINDOW_BASE + (k + 1) * 2 * WINDOW_BYTES
+
+    def map(self, va, nbytes):
+        for offset in range(0, (nbytes + self.page - 1) // self.page * self.page, self.page):
+            hva = self.memory.allocate_host_page()
+            self.memory.page_insert(self.next_gpa, hva)
+            self.table.insert(va + offset, self.next_gpa, 1)
+            self.next_gpa += self.page
+
+    def missing_page(self, gpa):
+        raise RuntimeError(f"emulated CPU touched unmapped physical page {gpa:#x}")
+
+    def write(self, va, data):
+        if data and not self.memory.virt_write(PML4, va, list(data)):
+            fail(f"cannot write {len(data)} bytes at {va:#x}")
+
+    def read(self, va, nbytes):
+        return bytes(self.memory.virt_read(PML4, va, nbytes))
+
+    def place(self, k, data):
+        """Puts `data` at the end of window k; returns its address."""
+        va = self.window_end(k) - len(data)
+        self.write(va, data)
+        return va
+
+    def call(self, address, *int_args):
+        """Calls the function at `address` with up to 7 integer or pointer
+        arguments; returns the exception that ended it, (vector, rip)."""
+        b = self.b
+        state = b.State()
+        b.cpu.set_long_mode(state)
+        cr4 = b.cpu.ControlRegister()
+        cr4.PAE = cr4.OSFXSR = cr4.OSXMMEXCPT = cr4.OSXSAVE = True
+        state.cr4 = int(cr4)
+        state.xcr0 = 0xE7  # x87, SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM
+        state.cr3 = PML4
+        state.mxcsr = 0x1F80  # round to nearest, all exceptions masked
+        sp = STACK_VA + STACK_BYTES - 256
+        # [rsp] the return address; the seventh argument above it.
+        stack = struct.pack("<Q", STOP_VA)
+        if len(int_args) > 6:
+            stack += struct.pack("<Q", int_args[6])
+        self.write(sp, stack)
+        regs = ["rdi", "rsi", "rdx", "rcx", "r8", "r9"]
+        for name, value in zip(regs, int_args[:6]):
+            setattr(state, name, value & 0xFFFFFFFFFFFFFFFF)
+        state.rsp = sp
+        state.rip = address
+        code = b.Segment()
+        code.present, code.selector, code.base, code.limit, code.attr = True, 0x33, 0, 0xFFFFFFFF, 0x22FB
+        data = b.Segment()
+        data.present, data.selector, data.base, data.limit, data.attr = True, 0x2B, 0, 0xFFFFFFFF, 0xCF3
+        state.cs = code
+        state.ds = state.ss = state.es = state.fs = state.gs = data
+        self.session.cpu.state = state
+        hook = b.Hook()
+        caught = []
+
+        def on_exception(session, cpu_id, vector, error_code):
+            caught.append((vector, session.cpu.state.rip))
+            session.stop()
+
+        hook.exception = on_exception
+        self.session.run([hook])
+        return caught[0] if caught else (None, self.session.cpu.state.rip)
+
+    def returned(self, outcome):
+        vector, rip = outcome
+        return vector == 13 and rip in (STOP_VA, STOP_VA + 1)
+
+
+# ---- references --------------------------------------------------------------
+
+def f32_bits(value):
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
+def to_f32(value):
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def bf16_value(bits):
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+
+
+def f16_value(bits):
+    return struct.unpack("<e", struct.pack("<H", bits))[0]
+
+
+def random_weight(rng, dtype):
+    """(file bits as bytes, value): magnitudes about 2^-6 .. 2^1, as in
+    test_cpu_kernels; F16 weights are sometimes zero or subnormal."""
+    if dtype == "f32":
+        v = to_f32(rng.uniform(-1.0, 1.0))
+        return struct.pack("<f", v), v
+    if dtype == "bf16":
+        bits = (rng.getrandbits(1) << 15) | ((121 + rng.randrange(8)) << 7) | rng.getrandbits(7)
+        return struct.pack("<H", bits), bf16_value(bits)
+    r = rng.getrandbits(32)
+    if r % 97 == 0:
+        bits = r & 0x83FF
+    else:
+        bits = (r & 0x8000) | ((9 + (r >> 16) % 8) << 10) | ((r >> 4) & 0x3FF)
+    return struct.pack("<H", bits), f16_value(bits)
+
+
+def floats(values):
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def unfloats(data):
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+class Checks:
+    def __init__(self):
+        self.count = 0
+        self.failed = 0
+
+    def check(self, ok, message):
+        self.count += 1
+        if not ok:
+            self.failed += 1
+            if self.failed <= 20:
+                print(f"FAIL: {message}")
+
+
+def test_matvec(m, sym, rng, checks):
+    shapes = [(1, 1), (3, 7), (4, 16), (13, 37), (9, 2049), (5, 50), (8, 31), (12, 48),
+              (1031, 96), (17, 1000)]
+    for dtype in ("f32", "f16", "bf16"):
+        fn = sym[f"md_avx512_matvec_{dtype}"]
+        for s, (rows, cols) in enumerate(shapes):
+            wbytes, wv = bytearray(), []
+            for _ in range(rows * cols):
+                bits, value = random_weight(rng, dtype)
+                wbytes += bits
+                wv.append(value)
+            x = [to_f32(rng.uniform(-2.0, 2.0)) for _ in range(cols)]
+            bias = [to_f32(rng.uniform(-1.0, 1.0)) for _ in range(rows)] if s % 2 else None
+            # Odd shapes: the rows of one thread's slice [r0, r1) only.
+            r0, r1 = (1, rows - 1) if s % 2 and rows > 2 else (0, rows)
+            sentinel = -12345.0
+            w_va = m.place(0, bytes(wbytes))
+            x_va = m.place(1, floats(x))
+            y_va = m.place(2, floats([sentinel] * rows))
+            b_va = m.place(3, floats(bias)) if bias else 0
+            outcome = m.call(fn, y_va, w_va, x_va, r0, r1, cols, b_va)
+            checks.check(m.returned(outcome), f"matvec {dtype} [{rows} x {cols}]: ended by {outcome}")
+            y = unfloats(m.read(y_va, 4 * rows))
+            for r in range(rows):
+                if not (r0 <= r < r1):
+                    checks.check(y[r] == sentinel, f"matvec {dtype} row {r} outside [{r0}, {r1}) written")
+                    continue
+                want = bias[r] if bias else 0.0
+                scale = abs(want)
+                for c in range(cols):
+                    p = wv[r * cols + c] * x[c]
+                    want += p
+                    scale += abs(p)
+                checks.check(abs(y[r] - want) <= 1e-5 * scale + 1e-30,
+                             f"matvec {dtype} [{rows} x {cols}] row {r}: {y[r]!r} vs {want!r}")
+
+
+def test_to_f32(m, sym, rng, checks):
+    fn = sym["md_avx512_to_f32"]
+    for bf16 in (0, 1):
+        for count in (1, 15, 16, 17, 100, 1031):
+            bits = [rng.getrandbits(16) for _ in range(count)]
+            bits[0] = 0x7C00 if not bf16 else 0x7F80  # +inf
+            if count > 2:
+                bits[1] = 0x0001  # the smallest subnormal of each format
+            src = m.place(0, struct.pack(f"<{count}H", *bits))
+            dst = m.place(1, floats([0.0] * count))
+            outcome = m.call(fn, dst, src, count, bf16)
+            checks.check(m.returned(outcome), f"to_f32 bf16={bf16} n={count}: ended by {outcome}")
+            got = unfloats(m.read(dst, 4 * count))
+            for i, b in enumerate(bits):
+                want = bf16_value(b) if bf16 else f16_value(b)
+                if math.isnan(want):
+                    checks.check(math.isnan(got[i]), f"to_f32 bf16={bf16} [{i}] {b:#06x}: {got[i]!r} not NaN")
+                else:
+                    checks.check(f32_bits(got[i]) == f32_bits(want),
+                                 f"to_f32 bf16={bf16} [{i}] {b:#06x}: {got[i]!r} vs {want!r}")
+
+
+def test_softmax(m, sym, rng, checks):
+    fn = sym["md_avx512_softmax"]
+    for n in (1, 5, 8, 9, 15, 16, 17, 33, 100, 1000):
+        x = [to_f32(rng.uniform(-40.0, 40.0)) for _ in range(n)]
+        x[n // 2] = -200.0  # underflows to 0
+        top = max(x)
+        e = [math.exp(v - top) for v in x]
+        total = math.fsum(e)
+        va = m.place(0, floats(x))
+        outcome = m.call(fn, va, n)
+        checks.check(m.returned(outcome), f"softmax n={n}: ended by {outcome}")
+        got = unfloats(m.read(va, 4 * n))
+        for i in range(n):
+            want = e[i] / total
+            checks.check(abs(got[i] - want) <= 1e-6 * want + 1e-12,
+                         f"softmax n={n} [{i}]: {got[i]!r} vs {want!r}")
+
+
+def test_silu(m, sym, rng, checks):
+    fn = sym["md_avx512_silu_mul"]
+    edges = [0.0, -88.0, -90.0, -200.0, 88.0, 89.0, 200.0, 1e-3, -1e-3, float("nan")]
+    for n in (1, 16, 17, 1003):
+        gate = [edges[i] if i < len(edges) else to_f32(rng.uniform(-30.0, 30.0)) for i in range(n)]
+        up = [to_f32(rng.uniform(-2.0, 2.0)) for _ in range(n)]
+        g_va = m.place(0, floats(gate))
+        u_va = m.place(1, floats(up))
+        outcome = m.call(fn, g_va, u_va, n)
+        checks.check(m.returned(outcome), f"silu n={n}: ended by {outcome}")
+        got = unfloats(m.read(g_va, 4 * n))
+        for i in range(n):
+            g = gate[i]
+            if math.isnan(g):
+                checks.check(math.isnan(got[i]), f"silu n={n} [{i}]: NaN in, {got[i]!r} out")
+                continue
+            want = g / (1.0 + math.exp(-g)) * up[i] if g > -700 else 0.0
+            checks.check(abs(got[i] - want) <= 1e-6 * abs(want) + 1e-30,
+                         f"silu n={n} [{i}] gate {g!r}: {got[i]!r} vs {want!r}")
+
+
+def test_harness_catches_overrun(m, sym, checks):
+    """A count one past the buffer must fault: the guard pages work."""
+    src = m.place(0, struct.pack("<17H", *range(17)))
+    dst = m.place(1, floats([0.0] * 17))
+    outcome = m.call(sym["md_avx512_to_f32"], dst, src, 18, 1)
+    checks.check(outcome[0] == 14, f"an overrun of one element was not caught: ended by {outcome}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cc", required=True)
+    parser.add_argument("--cc-arg", action="append", default=[])
+    parser.add_argument("--source-root", required=True)
+    parser.add_argument("--work-dir", required=True)
+    args = parser.parse_args()
+    if os.environ.get(CHILD) != "1":
+        relaunch(args)
+    try:
+        import bochscpu
+    except ImportError as e:
+        fail(f"the emulator is not installed ({e}); .ci/install-deps installs it into "
+             f".cache/avx512-emulator from {os.path.relpath(os.path.join(HERE, 'requirements.txt'), args.source_root)}")
+    image, symbols = build(args)
+    wanted = ["md_avx512_matvec_f32", "md_avx512_matvec_f16", "md_avx512_matvec_bf16",
+              "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul"]
+    missing = [w for w in wanted if w not in symbols]
+    if missing:
+        fail(f"kernels/cpu/avx512.c defines no {', '.join(missing)} (not an x86-64 compiler?)")
+    machine = Machine(bochscpu, image)
+    rng = random.Random(20261201)
+    checks = Checks()
+    test_harness_catches_overrun(machine, symbols, checks)
+    test_to_f32(machine, symbols, rng, checks)
+    test_softmax(machine, symbols, rng, checks)
+    test_silu(machine, symbols, rng, checks)
+    test_matvec(machine, symbols, rng, checks)
+    print(f"avx512_emulated: {checks.count - checks.failed} of {checks.count} checks passed "
+          f"({len(image)} bytes of AVX-512 code, emulated)")
+    sys.stdout.flush()
+    # The emulator's Python bindings crash when the interpreter tears them
+    # down; the results are out, so leave without the teardown.
+    os._exit(1 if checks.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
