@@ -15,9 +15,11 @@
  * cache is the larger part of what a step reads. The keys are cut into
  * blocks of MD_ATTN_DECODE_BLOCK; a task is one KV head's block, so every
  * thread has work however few KV heads there are. Three passes: the scores
- * S = scale * Q_group K_block^T (sgemm, m = group), the softmax of each
- * head's row, the partial outputs P_block V_block (sgemm), which are then
- * added in block order: the result does not depend on the thread count.
+ * S = scale * Q_group K_block^T, the softmax of each head's row, the partial
+ * outputs P_block V_block, which are then added in block order: the result
+ * does not depend on the thread count. The two products are our own
+ * kernels on the AVX2 and AVX-512 paths (attn_decode.c says why), sgemm
+ * with m = group on the portable one.
  *
  * Capture (md_attn_capture): prefill threads sum the softmax rows they
  * compute into a private column-sum vector (O(threads * n) memory), and the
@@ -27,7 +29,8 @@
  * the result is bitwise reproducible (a resumed collection equals an
  * uninterrupted one). Decode computes each head's softmax row directly into
  * a [n_heads, n_keys] scratch and reduces over heads (mean or max) once the
- * heads are done; the capture adds no copy of a row and no pass over the
+ * heads are done, the threads taking blocks of keys, each key's heads added
+ * in head order; the capture adds no copy of a row and no pass over the
  * keys beyond that reduction.
  *
  * The scale is float(head_dim ** -0.5) applied to the dot product, and the
@@ -35,6 +38,7 @@
  * (modeling_qwen2.eager_attention_forward) computes them. */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +59,8 @@ typedef struct attn_task {
   const md_attn_hook *hook;
   const md_attn_capture *capture; /* NULL: no capture */
   float *received;                /* capture->received's floats */
-  float *head_rows;               /* decode: the heads' score rows, [n_heads, pos0 + 1] */
+  float *head_rows;               /* decode: the heads' score rows and an accumulator,
+                                     [n_heads + 1, pos0 + 1] */
   md_cpu_isa isa;
 } attn_task;
 
@@ -164,21 +169,32 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   return failed;
 }
 
-/* Decode capture: received[k] += weight * (mean or max over heads of the
- * heads' rows), after all heads are done. */
-static void reduce_head_rows(const attn_task *a) {
+/* Decode capture, keys [k0, k1): received[k] += weight * (mean or max over
+ * the heads' rows at k). The heads are folded into the scratch row after
+ * the last head's (acc = row 0, then acc += row h or acc = max(acc, row h)
+ * for h = 1, 2, ...: per key the same additions in the same order as a
+ * loop over heads, so the result does not depend on how the keys are
+ * split), row by row: contiguous loops the compiler vectorizes. */
+static void reduce_head_rows(const attn_task *a, int64_t k0, int64_t k1) {
   const md_attn_shape *s = a->shape;
-  size_t n_keys = (size_t)(a->pos0 + 1);
-  float weight = a->capture->weight;
-  for (size_t k = 0; k < n_keys; k++) {
-    float sum = 0.0f, max = 0.0f;
-    for (int h = 0; h < s->n_heads; h++) {
-      float w = a->head_rows[(size_t)h * n_keys + k];
-      sum += w;
-      if (w > max) max = w;
-    }
-    a->received[k] += weight * (a->capture->heads == MD_CAPTURE_HEADS_MAX ? max : sum / (float)s->n_heads);
+  size_t n_keys = (size_t)(a->pos0 + 1), len = (size_t)(k1 - k0);
+  const float *rows = a->head_rows + k0;
+  float *acc = a->head_rows + (size_t)s->n_heads * n_keys + k0;
+  memcpy(acc, rows, len * sizeof(float));
+  bool max = a->capture->heads == MD_CAPTURE_HEADS_MAX;
+  for (int h = 1; h < s->n_heads; h++) {
+    const float *row = rows + (size_t)h * n_keys;
+    if (max)
+      for (size_t k = 0; k < len; k++) acc[k] = row[k] > acc[k] ? row[k] : acc[k];
+    else
+      for (size_t k = 0; k < len; k++) acc[k] += row[k];
   }
+  float weight = a->capture->weight, heads = (float)s->n_heads;
+  float *received = a->received + k0;
+  if (max)
+    for (size_t k = 0; k < len; k++) received[k] += weight * acc[k];
+  else
+    for (size_t k = 0; k < len; k++) received[k] += weight * (acc[k] / heads);
 }
 
 /* Decode task `task` (KV head task / blocks, block task % blocks): its keys
@@ -206,9 +222,11 @@ static int decode(const attn_task *a, int threads) {
     for (int64_t task = 0; task < tasks; task++) {
       int64_t k0, len;
       int h0 = task_keys(a, task, blocks, &k0, &len);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, group, (int)len, hd, a->scale,
-                  a->q + (int64_t)h0 * hd, hd, head_keys(a, h0 / group) + k0 * hd, hd, 0.0f,
-                  scores + (size_t)h0 * (size_t)n_keys + (size_t)k0, (int)n_keys);
+      const float *qg = a->q + (int64_t)h0 * hd, *keys = head_keys(a, h0 / group) + k0 * hd;
+      float *sg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
+      if (!md_cpu_decode_scores(a->isa, sg, n_keys, qg, group, keys, len, hd, a->scale))
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, group, (int)len, hd, a->scale, qg, hd,
+                    keys, hd, 0.0f, sg, (int)n_keys);
     }
 #pragma omp for schedule(static)
     for (int head = 0; head < s->n_heads; head++)
@@ -217,10 +235,19 @@ static int decode(const attn_task *a, int threads) {
     for (int64_t task = 0; task < tasks; task++) {
       int64_t k0, len;
       int h0 = task_keys(a, task, blocks, &k0, &len);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, group, hd, (int)len, 1.0f,
-                  scores + (size_t)h0 * (size_t)n_keys + (size_t)k0, (int)n_keys,
-                  head_values(a, h0 / group) + k0 * hd, hd, 0.0f,
-                  partial + (size_t)task * (size_t)(group * hd), hd);
+      const float *pg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
+      const float *values = head_values(a, h0 / group) + k0 * hd;
+      float *og = partial + (size_t)task * (size_t)(group * hd);
+      if (!md_cpu_decode_values(a->isa, og, pg, n_keys, group, values, len, hd))
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, group, hd, (int)len, 1.0f, pg,
+                    (int)n_keys, values, hd, 0.0f, og, hd);
+    }
+    /* The capture's reduction over heads, a block of keys per task. */
+    if (a->capture) {
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < blocks; b++)
+        reduce_head_rows(a, b * MD_ATTN_DECODE_BLOCK,
+                         b + 1 < blocks ? (b + 1) * MD_ATTN_DECODE_BLOCK : n_keys);
     }
     /* out[head] = the sum of its partial outputs, in block order. */
 #pragma omp for schedule(static)
@@ -236,7 +263,6 @@ static int decode(const attn_task *a, int threads) {
     }
   }
   free(partial);
-  if (a->capture) reduce_head_rows(a);
   return 0;
 }
 
@@ -249,8 +275,8 @@ md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float 
                  .hook = (hook && hook->on_row) ? hook : NULL,
                  .capture = (capture && received) ? capture : NULL, .received = received,
                  .isa = isa};
-  if (n == 1) {
-    a.head_rows = malloc((size_t)shape->n_heads * (size_t)(pos0 + 1) * sizeof(float));
+  if (n == 1) { /* the heads' rows and the capture's accumulator row */
+    a.head_rows = malloc((size_t)(shape->n_heads + 1) * (size_t)(pos0 + 1) * sizeof(float));
     if (!a.head_rows) return MD_E_NOMEM;
   }
   int failed = n == 1 ? decode(&a, threads) : prefill(&a, threads, n);

@@ -190,6 +190,129 @@ MD_AVX512 void md_avx512_silu_mul(float *gate, const float *up, size_t n) {
                           silu_mul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
+/* ---- decode attention (attn_decode.c has the AVX2 versions and the why) -- */
+
+#define MD_AVX512_INLINE \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"), always_inline)) static inline
+/* Loops over accumulator arrays unrolled whole, so the arrays live in
+ * registers. */
+#define MD_UNROLL _Pragma("GCC unroll 16")
+
+/* Two vectors of partial sums folded into one: the lanes of `a` (from `lo`
+ * and `hi`) added pairwise within 128-bit lanes so that the result holds,
+ * in each 128-bit lane, two partials of `lo` then two of `hi`. */
+MD_AVX512_INLINE __m512 fold_pairs(__m512 lo, __m512 hi) {
+  return _mm512_add_ps(_mm512_unpacklo_ps(lo, hi), _mm512_unpackhi_ps(lo, hi));
+}
+
+/* r[j] = the sum of the 16 lanes of a[j], j < 16: a butterfly of unpack and
+ * shuffle steps, each halving the partials per sum (45 operations for 16
+ * sums). */
+MD_AVX512_INLINE __m512 sum_lanes16(const __m512 a[16]) {
+  __m512 s[8], t[4], u[2];
+  /* s[i]: in each 128-bit lane, partials [a2i, a2i+1, a2i, a2i+1]. */
+  MD_UNROLL
+  for (int i = 0; i < 8; i++) s[i] = fold_pairs(a[2 * i], a[2 * i + 1]);
+  /* t[i]: in each 128-bit lane, one partial of a4i .. a4i+3, in order. */
+  MD_UNROLL
+  for (int i = 0; i < 4; i++)
+    t[i] = _mm512_add_ps(_mm512_shuffle_ps(s[2 * i], s[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(s[2 * i], s[2 * i + 1], 0xEE));
+  /* u[i]: 128-bit lanes [t2i lanes 0+1, t2i lanes 2+3, t2i+1 lanes 0+1, t2i+1 lanes 2+3]. */
+  MD_UNROLL
+  for (int i = 0; i < 2; i++)
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+  /* 128-bit lane L of the result: the whole sums of a4L .. a4L+3. */
+  return _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xDD));
+}
+
+/* Sixteen keys at a time: per head, one FMA chain per key over the head
+ * dimension, then one butterfly into the 16 scores. */
+MD_AVX512 void md_avx512_decode_scores(float *scores, int64_t ld, const float *q, int group,
+                                       const float *keys, int64_t len, int hd, float scale) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t k = 0;
+  for (; k + 16 <= len; k += 16) {
+    const float *kb = keys + k * hd;
+    for (int h = 0; h < group; h++) {
+      const float *qh = q + (int64_t)h * hd;
+      __m512 a[16];
+      MD_UNROLL
+      for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+      for (int c = 0; c < hd; c += 16) {
+        __m512 qc = _mm512_loadu_ps(qh + c);
+        MD_UNROLL
+        for (int j = 0; j < 16; j++) a[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(kb + j * hd + c), a[j]);
+      }
+      _mm512_storeu_ps(scores + h * ld + k, _mm512_mul_ps(sum_lanes16(a), vscale));
+    }
+  }
+  for (; k < len; k++)
+    for (int h = 0; h < group; h++) {
+      __m512 a = _mm512_setzero_ps();
+      for (int c = 0; c < hd; c += 16)
+        a = _mm512_fmadd_ps(_mm512_loadu_ps(q + (int64_t)h * hd + c), _mm512_loadu_ps(keys + k * hd + c), a);
+      scores[h * ld + k] = _mm512_reduce_add_ps(a) * scale;
+    }
+}
+
+/* `g` heads (g <= 7), 32 columns from d0 (two accumulators per head), or
+ * 16 when `half`. */
+MD_AVX512_INLINE void values_g(float *out, const float *p, int64_t ld, int g, const float *values,
+                               int64_t len, int hd, int d0, int half) {
+  __m512 lo[7], hi[7];
+  MD_UNROLL
+  for (int j = 0; j < g; j++) lo[j] = hi[j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < len; k++) {
+    const float *v = values + k * hd + d0;
+    __m512 v0 = _mm512_loadu_ps(v), v1 = half ? v0 : _mm512_loadu_ps(v + 16);
+    MD_UNROLL
+    for (int j = 0; j < g; j++) {
+      __m512 w = _mm512_set1_ps(p[j * ld + k]);
+      lo[j] = _mm512_fmadd_ps(w, v0, lo[j]);
+      if (!half) hi[j] = _mm512_fmadd_ps(w, v1, hi[j]);
+    }
+  }
+  MD_UNROLL
+  for (int j = 0; j < g; j++) {
+    _mm512_storeu_ps(out + (int64_t)j * hd + d0, lo[j]);
+    if (!half) _mm512_storeu_ps(out + (int64_t)j * hd + d0 + 16, hi[j]);
+  }
+}
+
+#define MD_VALUES_AVX512(G)                                                                  \
+  MD_AVX512 static void values_##G(float *out, const float *p, int64_t ld, const float *values, \
+                                   int64_t len, int hd) {                                   \
+    int d = 0;                                                                              \
+    for (; d + 32 <= hd; d += 32) values_g(out, p, ld, G, values, len, hd, d, 0);           \
+    if (d < hd) values_g(out, p, ld, G, values, len, hd, d, 1);                             \
+  }
+MD_VALUES_AVX512(1)
+MD_VALUES_AVX512(2)
+MD_VALUES_AVX512(3)
+MD_VALUES_AVX512(4)
+MD_VALUES_AVX512(5)
+MD_VALUES_AVX512(6)
+MD_VALUES_AVX512(7)
+
+MD_AVX512 void md_avx512_decode_values(float *out, const float *p, int64_t ld, int group,
+                                       const float *values, int64_t len, int hd) {
+  for (int h0 = 0; h0 < group; h0 += 7) {
+    int g = group - h0 < 7 ? group - h0 : 7;
+    float *o = out + (int64_t)h0 * hd;
+    const float *ph = p + h0 * ld;
+    switch (g) {
+      case 1: values_1(o, ph, ld, values, len, hd); break;
+      case 2: values_2(o, ph, ld, values, len, hd); break;
+      case 3: values_3(o, ph, ld, values, len, hd); break;
+      case 4: values_4(o, ph, ld, values, len, hd); break;
+      case 5: values_5(o, ph, ld, values, len, hd); break;
+      case 6: values_6(o, ph, ld, values, len, hd); break;
+      default: values_7(o, ph, ld, values, len, hd); break;
+    }
+  }
+}
 #else
 /* Not x86-64: nothing here (the dispatchers never choose AVX-512). */
 typedef int md_avx512_not_built;

@@ -1,5 +1,5 @@
 /* The CPU back end's AVX-512 kernels (kernels/cpu/avx512.c): the same
- * contracts as the AVX2 ones in matvec.c and vmath.c, 16 floats per
+ * contracts as the AVX2 ones in matvec.c, vmath.c and attn_decode.c, 16 floats per
  * register and masked loads and stores for every remainder, so no scalar
  * tail and no call out of the file. That last property is what lets
  * tests/kernels/avx512_emulated run this very file in an emulated AVX-512
@@ -34,5 +34,13 @@ void md_avx512_softmax(float *x, int64_t n);
 
 /* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i]. */
 void md_avx512_silu_mul(float *gate, const float *up, size_t n);
+
+/* Decode attention's products for one KV head and a block of keys (see
+ * md_cpu_decode_scores / md_cpu_decode_values in cpu_internal.h); hd a
+ * multiple of 16. */
+void md_avx512_decode_scores(float *scores, int64_t ld, const float *q, int group,
+                             const float *keys, int64_t len, int hd, float scale);
+void md_avx512_decode_values(float *out, const float *p, int64_t ld, int group,
+                             const float *values, int64_t len, int hd);
 
 #endif

@@ -4,6 +4,7 @@
 #ifndef MD_KERNELS_CPU_INTERNAL_H
 #define MD_KERNELS_CPU_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,18 @@ void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n);
 
 /* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SiLU as torch computes it). */
 void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n);
+
+/* Decode attention's two products for one KV head and a block of `len`
+ * keys (attention.c), for the `group` query heads that share the KV head:
+ *   scores[h * ld + k] = scale * sum_d q[h * hd + d] keys[k * hd + d],
+ *   out[h * hd + d] = sum_k p[h * ld + k] values[k * hd + d],
+ * h < group, k < len, in fp32 with a fixed summation order. False, with
+ * nothing written, when `isa` has no kernel for the shape (the portable
+ * path, or a head_dim that is not a multiple of 8): the caller uses sgemm. */
+bool md_cpu_decode_scores(md_cpu_isa isa, float *scores, int64_t ld, const float *q, int group,
+                          const float *keys, int64_t len, int hd, float scale);
+bool md_cpu_decode_values(md_cpu_isa isa, float *out, const float *p, int64_t ld, int group,
+                          const float *values, int64_t len, int hd);
 
 /* Attention (see md_kernel_ops.attention); scratch is allocated per call.
  * `received` is the capture buffer's floats (ignored when capture is NULL).

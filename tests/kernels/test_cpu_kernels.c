@@ -127,6 +127,89 @@ static void test_silu(md_cpu_isa isa) {
               "silu isa %d [%d]: %.9g vs %.9g", (int)isa, i, gate[i], want[i]);
 }
 
+/* Decode attention's products for one KV head and a block of keys, with
+ * every head count the kernels split differently (up to 7 heads at once),
+ * head dimensions with 8- and 16-column remainders, and key counts around
+ * the 8- and 16-key steps; scores and weights stored with a row stride
+ * (ld) larger than the block. Within 1e-5 of sum |terms|. Paths without a
+ * kernel for the shape say so (false) and write nothing. */
+static void test_decode_products(md_cpu_isa isa) {
+  const int groups[] = {1, 2, 3, 6, 7, 8, 9, 14, 15};
+  const int dims[] = {8, 16, 24, 64, 128};
+  const int64_t lens[] = {1, 7, 8, 9, 15, 16, 17, 33, 256};
+  int ran = 0;
+  for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        int g = groups[gi], hd = dims[di];
+        int64_t len = lens[li], ld = len + 5;
+        float *q = malloc((size_t)(g * hd) * sizeof(float));
+        float *kv = malloc((size_t)(len * hd) * sizeof(float));
+        float *scores = malloc((size_t)(g * ld) * sizeof(float));
+        float *out = malloc((size_t)(g * hd) * sizeof(float));
+        for (int i = 0; i < g * hd; i++) q[i] = uniform(-2.0f, 2.0f);
+        for (int64_t i = 0; i < len * hd; i++) kv[i] = uniform(-1.0f, 1.0f);
+        for (int64_t i = 0; i < g * ld; i++) scores[i] = -7.0f;
+        const float scale = 0.125f;
+        bool have = md_cpu_decode_scores(isa, scores, ld, q, g, kv, len, hd, scale);
+        CHECK_MSG(have == (isa != MD_CPU_ISA_PORTABLE), "decode scores isa %d hd %d: kernel %d", (int)isa, hd, have);
+        if (!have) {
+          for (int64_t i = 0; i < g * ld; i++) CHECK(scores[i] == -7.0f);
+        } else {
+          ran++;
+          for (int h = 0; h < g; h++)
+            for (int64_t k = 0; k < ld; k++) {
+              float got = scores[h * ld + k];
+              if (k >= len) {
+                CHECK_MSG(got == -7.0f, "decode scores g %d hd %d len %lld: wrote past the block", g, hd, (long long)len);
+                continue;
+              }
+              double want = 0.0, bound = 0.0;
+              for (int d = 0; d < hd; d++) {
+                double t = (double)q[h * hd + d] * kv[k * hd + d];
+                want += t;
+                bound += fabs(t);
+              }
+              want *= scale;
+              CHECK_MSG(fabs(got - want) <= 1e-5 * scale * bound + 1e-30,
+                        "decode scores isa %d g %d hd %d len %lld [%d][%lld]: %.9g vs %.9g", (int)isa, g, hd,
+                        (long long)len, h, (long long)k, got, want);
+            }
+        }
+        /* The weights: any values, a row stride ld. */
+        for (int64_t i = 0; i < g * ld; i++) scores[i] = uniform(0.0f, 1.0f);
+        for (int i = 0; i < g * hd; i++) out[i] = -7.0f;
+        have = md_cpu_decode_values(isa, out, scores, ld, g, kv, len, hd);
+        CHECK(have == (isa != MD_CPU_ISA_PORTABLE));
+        for (int h = 0; h < g; h++)
+          for (int d = 0; d < hd; d++) {
+            float got = out[h * hd + d];
+            if (!have) {
+              CHECK(got == -7.0f);
+              continue;
+            }
+            double want = 0.0, bound = 0.0;
+            for (int64_t k = 0; k < len; k++) {
+              double t = (double)scores[h * ld + k] * kv[k * hd + d];
+              want += t;
+              bound += fabs(t);
+            }
+            CHECK_MSG(fabs(got - want) <= 1e-5 * bound + 1e-30,
+                      "decode values isa %d g %d hd %d len %lld [%d][%d]: %.9g vs %.9g", (int)isa, g, hd,
+                      (long long)len, h, d, got, want);
+          }
+        free(q);
+        free(kv);
+        free(scores);
+        free(out);
+      }
+  /* A head dimension without a kernel: the caller's sgemm. */
+  float dummy[16] = {0};
+  CHECK(!md_cpu_decode_scores(isa, dummy, 1, dummy, 1, dummy, 1, 12, 1.0f));
+  CHECK(!md_cpu_decode_values(isa, dummy, dummy, 1, 1, dummy, 1, 12));
+  if (isa != MD_CPU_ISA_PORTABLE) CHECK(ran > 0);
+}
+
 /* ---- through the ops table ---------------------------------------------------- */
 
 static md_kbuf *upload(md_kernels *k, const float *data, size_t n) {
@@ -576,6 +659,7 @@ int main(void) {
     test_matvec(isa);
     test_softmax(isa);
     test_silu(isa);
+    test_decode_products(isa);
     test_backend(paths[i]);
   }
   test_backend(MD_CPU_KERNELS_BEST);

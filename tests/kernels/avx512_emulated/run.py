@@ -14,6 +14,8 @@ boundary with an unmapped page after it, so a load or store one element past
 its end (an unmasked remainder) faults and fails the test; the harness
 proves this on itself by calling a kernel with a count one past its buffer.
 
+The kernels: the matrix-vector products, the weight widening, softmax,
+SiLU, and decode attention's scores and weighted values.
 Results are compared with double-precision evaluations of the kernels'
 definitions written here, with test_cpu_kernels's tolerances; conversions
 of F16/BF16 bits are compared exactly with Python's own (struct's binary16).
@@ -150,6 +152,10 @@ class Machine:
     def call(self, address, *int_args):
         """Calls the function at `address` with up to 7 integer or pointer
         arguments; returns the exception that ended it, (vector, rip)."""
+        return self.call_with_float(address, list(int_args), None)
+
+    def call_with_float(self, address, int_args, float_arg):
+        """As call, with one float argument besides (in xmm0) when not None."""
         b = self.b
         state = b.State()
         b.cpu.set_long_mode(state)
@@ -170,6 +176,10 @@ class Machine:
             setattr(state, name, value & 0xFFFFFFFFFFFFFFFF)
         state.rsp = sp
         state.rip = address
+        if float_arg is not None:
+            zmm = state.zmm
+            zmm[0].q = [f32_bits(float_arg)] + [0] * 7
+            state.zmm = zmm
         code = b.Segment()
         code.present, code.selector, code.base, code.limit, code.attr = True, 0x33, 0, 0xFFFFFFFF, 0x22FB
         data = b.Segment()
@@ -347,6 +357,53 @@ def test_silu(m, sym, rng, checks):
                          f"silu n={n} [{i}] gate {g!r}: {got[i]!r} vs {want!r}")
 
 
+def test_decode_products(m, sym, rng, checks):
+    """Decode attention's scores and weighted values for one KV head and a
+    block of keys: head counts around the 7-head split, head dimensions
+    with and without a 32-column remainder, key counts around the 16-key
+    step; rows of scores with a stride beyond the block."""
+    scores_fn, values_fn = sym["md_avx512_decode_scores"], sym["md_avx512_decode_values"]
+    scale = 0.125
+    for g in (1, 2, 7, 8, 14):
+        for hd in (16, 48, 64, 128):
+            for n in (1, 15, 16, 17, 40, 256):
+                ld = n + 3
+                q = [to_f32(rng.uniform(-2.0, 2.0)) for _ in range(g * hd)]
+                kv = [to_f32(rng.uniform(-1.0, 1.0)) for _ in range(n * hd)]
+                sentinel = -7.0
+                q_va = m.place(0, floats(q))
+                kv_va = m.place(1, floats(kv))
+                s_va = m.place(2, floats([sentinel] * (g * ld)))
+                # scale goes in xmm0 (the only float argument): set below.
+                outcome = m.call_with_float(scores_fn, [s_va, ld, q_va, g, kv_va, n, hd], scale)
+                checks.check(m.returned(outcome), f"decode scores g={g} hd={hd} n={n}: ended by {outcome}")
+                got = unfloats(m.read(s_va, 4 * g * ld))
+                for h in range(g):
+                    for k in range(ld):
+                        v = got[h * ld + k]
+                        if k >= n:
+                            checks.check(v == sentinel, f"decode scores g={g} hd={hd} n={n}: wrote [{h}][{k}]")
+                            continue
+                        terms = [q[h * hd + d] * kv[k * hd + d] for d in range(hd)]
+                        want = scale * math.fsum(terms)
+                        bound = scale * sum(abs(t) for t in terms)
+                        checks.check(abs(v - want) <= 1e-5 * bound + 1e-30,
+                                     f"decode scores g={g} hd={hd} n={n} [{h}][{k}]: {v!r} vs {want!r}")
+                p = [to_f32(rng.uniform(0.0, 1.0)) for _ in range(g * ld)]
+                p_va = m.place(2, floats(p))
+                o_va = m.place(3, floats([sentinel] * (g * hd)))
+                outcome = m.call(values_fn, o_va, p_va, ld, g, kv_va, n, hd)
+                checks.check(m.returned(outcome), f"decode values g={g} hd={hd} n={n}: ended by {outcome}")
+                got = unfloats(m.read(o_va, 4 * g * hd))
+                for h in range(g):
+                    for d in range(hd):
+                        terms = [p[h * ld + k] * kv[k * hd + d] for k in range(n)]
+                        want = math.fsum(terms)
+                        bound = sum(abs(t) for t in terms)
+                        checks.check(abs(got[h * hd + d] - want) <= 1e-5 * bound + 1e-30,
+                                     f"decode values g={g} hd={hd} n={n} [{h}][{d}]: {got[h * hd + d]!r} vs {want!r}")
+
+
 def test_harness_catches_overrun(m, sym, checks):
     """A count one past the buffer must fault: the guard pages work."""
     src = m.place(0, struct.pack("<17H", *range(17)))
@@ -371,7 +428,8 @@ def main():
              f".cache/avx512-emulator from {os.path.relpath(os.path.join(HERE, 'requirements.txt'), args.source_root)}")
     image, symbols = build(args)
     wanted = ["md_avx512_matvec_f32", "md_avx512_matvec_f16", "md_avx512_matvec_bf16",
-              "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul"]
+              "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul",
+              "md_avx512_decode_scores", "md_avx512_decode_values"]
     missing = [w for w in wanted if w not in symbols]
     if missing:
         fail(f"kernels/cpu/avx512.c defines no {', '.join(missing)} (not an x86-64 compiler?)")
@@ -383,6 +441,7 @@ def main():
     test_softmax(machine, symbols, rng, checks)
     test_silu(machine, symbols, rng, checks)
     test_matvec(machine, symbols, rng, checks)
+    test_decode_products(machine, symbols, rng, checks)
     print(f"avx512_emulated: {checks.count - checks.failed} of {checks.count} checks passed "
           f"({len(image)} bytes of AVX-512 code, emulated)")
     sys.stdout.flush()
