@@ -38,8 +38,8 @@
  * (modeling_qwen2.eager_attention_forward) computes them. */
 #include <cblas.h>
 #include <math.h>
-#include <stdbool.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -170,6 +170,10 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
     const char *kernels = json_str(blas, "kernels");
     CHECK_MSG(!strcmp(kernels, "avx512") || !strcmp(kernels, "avx2") || !strcmp(kernels, "portable"),
               "blas.kernels '%s'", kernels);
+    /* The path the run was told to use, when it was told. */
+    const char *asked = getenv("MEMDECAY_CPU_KERNELS");
+    if (asked && *asked && strcmp(asked, "best"))
+      CHECK_MSG(!strcmp(kernels, asked), "blas.kernels '%s', MEMDECAY_CPU_KERNELS '%s'", kernels, asked);
   }
   CHECK_MSG(json_int(run, "manifest_bytes") == manifest_size, "manifest_bytes %lld, file %lld",
             json_int(run, "manifest_bytes"), manifest_size);
