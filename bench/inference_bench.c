@@ -325,15 +325,10 @@ static int engine_open(engine *e, const char *dir, int threads, int64_t capacity
   md_error err;
   *e = (engine){0};
   if (md_qwen2_model_open(dir, &e->model, &err) != MD_OK) return fail(&err);
-  md_cpu_options cpu_options = {.threads = threads};
   md_qwen2_forward_options options = {.capacity = capacity};
-  /* The kernel path as the program's commands take it (kernels/device.h). */
-  const char *path = getenv(MD_DEVICE_ENV_CPU_KERNELS);
-  if (path && *path && !md_cpu_kernels_parse(path, &cpu_options.kernels)) {
-    fprintf(stderr, "inference_bench: " MD_DEVICE_ENV_CPU_KERNELS " '%s' is not best, portable, avx2 or avx512\n", path);
-    return 1;
-  }
-  if (md_kernels_cpu_new(&cpu_options, &e->k, &err) != MD_OK ||
+  /* Opened as the program's commands open it, MEMDECAY_CPU_KERNELS included. */
+  md_device_options device = {.device = "cpu", .threads = threads};
+  if (md_device_open(&device, &e->k, &err) != MD_OK ||
       md_qwen2_forward_new(md_qwen2_model_config(e->model), md_qwen2_model_weights(e->model), e->k,
                            &options, &e->fw, &err) != MD_OK)
     return fail(&err);

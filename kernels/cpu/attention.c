@@ -169,15 +169,15 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   return failed;
 }
 
-/* Decode capture, keys [k0, k1): received[k] += weight * (mean or max over
+/* Decode capture, keys [k0, k0 + len): received[k] += weight * (mean or max over
  * the heads' rows at k). The heads are folded into the scratch row after
  * the last head's (acc = row 0, then acc += row h or acc = max(acc, row h)
  * for h = 1, 2, ...: per key the same additions in the same order as a
  * loop over heads, so the result does not depend on how the keys are
  * split), row by row: contiguous loops the compiler vectorizes. */
-static void reduce_head_rows(const attn_task *a, int64_t k0, int64_t k1) {
+static void reduce_head_rows(const attn_task *a, int64_t k0, size_t len) {
   const md_attn_shape *s = a->shape;
-  size_t n_keys = (size_t)(a->pos0 + 1), len = (size_t)(k1 - k0);
+  size_t n_keys = (size_t)(a->pos0 + 1);
   const float *rows = a->head_rows + k0;
   float *acc = a->head_rows + (size_t)s->n_heads * n_keys + k0;
   memcpy(acc, rows, len * sizeof(float));
@@ -197,14 +197,19 @@ static void reduce_head_rows(const attn_task *a, int64_t k0, int64_t k1) {
     for (size_t k = 0; k < len; k++) received[k] += weight * (acc[k] / heads);
 }
 
+/* Decode's block `block` of the keys: [*k0, *k0 + *len). */
+static void block_keys(const attn_task *a, int64_t block, int64_t *k0, int64_t *len) {
+  int64_t n_keys = a->pos0 + 1;
+  *k0 = block * MD_ATTN_DECODE_BLOCK;
+  *len = n_keys - *k0 < MD_ATTN_DECODE_BLOCK ? n_keys - *k0 : MD_ATTN_DECODE_BLOCK;
+}
+
 /* Decode task `task` (KV head task / blocks, block task % blocks): its keys
  * [*k0, *k0 + *len) and the first of its query heads. */
 static int task_keys(const attn_task *a, int64_t task, int64_t blocks, int64_t *k0,
                      int64_t *len) {
   const md_attn_shape *s = a->shape;
-  int64_t n_keys = a->pos0 + 1, block = task % blocks;
-  *k0 = block * MD_ATTN_DECODE_BLOCK;
-  *len = n_keys - *k0 < MD_ATTN_DECODE_BLOCK ? n_keys - *k0 : MD_ATTN_DECODE_BLOCK;
+  block_keys(a, task % blocks, k0, len);
   return (int)(task / blocks) * (s->n_heads / s->n_kv_heads);
 }
 
@@ -245,9 +250,11 @@ static int decode(const attn_task *a, int threads) {
     /* The capture's reduction over heads, a block of keys per task. */
     if (a->capture) {
 #pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; b++)
-        reduce_head_rows(a, b * MD_ATTN_DECODE_BLOCK,
-                         b + 1 < blocks ? (b + 1) * MD_ATTN_DECODE_BLOCK : n_keys);
+      for (int64_t b = 0; b < blocks; b++) {
+        int64_t k0, len;
+        block_keys(a, b, &k0, &len);
+        reduce_head_rows(a, k0, (size_t)len);
+      }
     }
     /* out[head] = the sum of its partial outputs, in block order. */
 #pragma omp for schedule(static)

@@ -409,9 +409,9 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   if ((unsigned)asked > MD_CPU_KERNELS_AVX512)
     return md_fail(err, MD_E_INVALID, "cpu kernels: unknown kernel path %d", (int)asked);
   md_cpu_isa best = md_cpu_detect_isa();
-  if (asked != MD_CPU_KERNELS_BEST && (int)asked - 1 > (int)best)
+  if (asked != MD_CPU_KERNELS_BEST && md_cpu_isa_of(asked) > best)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: this CPU cannot run the %s kernels (best here: %s)",
-                   md_cpu_isa_name((md_cpu_isa)(asked - 1)), md_cpu_isa_name(best));
+                   md_cpu_isa_name(md_cpu_isa_of(asked)), md_cpu_isa_name(best));
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
   if (!c || !scratch) {
@@ -421,7 +421,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   }
   c->base.ops = &cpu_ops;
   c->threads = threads > 0 ? threads : omp_get_num_procs();
-  c->isa = asked == MD_CPU_KERNELS_BEST ? best : (md_cpu_isa)(asked - 1);
+  c->isa = asked == MD_CPU_KERNELS_BEST ? best : md_cpu_isa_of(asked);
   c->gemm_scratch = scratch;
   openblas_set_num_threads(c->threads);
   *k = &c->base;

@@ -21,6 +21,9 @@ typedef enum md_cpu_isa {
   MD_CPU_ISA_AVX512,       /* and AVX-512 F, BW, VL, DQ (kernels/cpu/avx512.h) */
 } md_cpu_isa;
 
+/* The path a md_cpu_kernels value other than MD_CPU_KERNELS_BEST names. */
+static inline md_cpu_isa md_cpu_isa_of(md_cpu_kernels kernels) { return (md_cpu_isa)(kernels - 1); }
+
 /* The best instruction set this CPU runs (checked with CPUID and XGETBV, as
  * GCC's __builtin_cpu_supports does; the file compiles without
  * -march=native, with GCC and clang). */
