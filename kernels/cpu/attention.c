@@ -74,18 +74,17 @@ static const float *head_values(const attn_task *a, int kv_head) {
   return a->cache + (size_t)(s->n_kv_heads + kv_head) * (size_t)s->capacity * (size_t)s->head_dim;
 }
 
-/* Softmax of each row (query rows t0 .. t0 + rows - 1 of one head) over its
- * visible keys, zeros beyond, then the capture's column sums (colsum may be
- * NULL) and the hook. */
-static void softmax_rows(const attn_task *a, int head, float *scores, int64_t t0, int64_t rows,
-                         int64_t n_keys_tile, float *colsum) {
+/* Softmax of each row (query rows t0 .. t0 + rows - 1 of one head, `ld`
+ * floats apart) over its visible keys, zeros beyond up to n_keys_tile, then
+ * the capture's column sums (colsum may be NULL) and the hook. */
+static void softmax_rows(const attn_task *a, int head, float *scores, int64_t ld, int64_t t0,
+                         int64_t rows, int64_t n_keys_tile, float *colsum) {
   for (int64_t i = 0; i < rows; i++) {
     int64_t pos = a->pos0 + t0 + i, visible = pos + 1;
-    float *row = scores + (size_t)i * (size_t)n_keys_tile;
+    float *row = scores + (size_t)i * (size_t)ld;
     md_cpu_softmax(a->isa, row, visible);
     if (n_keys_tile > visible) memset(row + visible, 0, (size_t)(n_keys_tile - visible) * sizeof(float));
-    if (colsum)
-      for (int64_t k = 0; k < visible; k++) colsum[k] += row[k];
+    if (colsum) md_cpu_add_into(a->isa, colsum, row, visible);
     if (a->hook) {
 #pragma omp critical(md_attn_hook)
       a->hook->on_row(a->hook->ctx, a->shape->layer, head, pos, row, visible);
@@ -93,10 +92,11 @@ static void softmax_rows(const attn_task *a, int head, float *scores, int64_t t0
   }
 }
 
-/* Prefill: query rows t0 .. t0 + rows - 1 of the query heads of one KV head.
- * scratch holds the stacked queries and outputs [group * rows, head_dim] each
- * and the scores [group * rows, n_keys_tile]. */
-static void attend_group_tile(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
+/* Prefill through sgemm (the portable path): query rows t0 .. t0 + rows - 1
+ * of the query heads of one KV head. scratch holds the stacked queries and
+ * outputs [group * rows, head_dim] each and the scores [group * rows,
+ * n_keys_tile]. */
+static void attend_group_tile_blas(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
                               float *scratch, float *colsum) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
@@ -110,14 +110,51 @@ static void attend_group_tile(const attn_task *a, int kv_head, int64_t t0, int64
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n_keys_tile, hd, a->scale,
               q_tile, hd, head_keys(a, kv_head), hd, 0.0f, scores, (int)n_keys_tile);
   for (int j = 0; j < group; j++)
-    softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)n_keys_tile, t0, rows,
-                 n_keys_tile, colsum);
+    softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)n_keys_tile, n_keys_tile, t0,
+                 rows, n_keys_tile, colsum);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, hd, (int)n_keys_tile, 1.0f,
               scores, (int)n_keys_tile, head_values(a, kv_head), hd, 0.0f, o_tile, hd);
   for (int j = 0; j < group; j++)
     for (int64_t i = 0; i < rows; i++)
       memcpy(a->out + (t0 + i) * stride + (h0 + j) * hd, o_tile + (j * rows + i) * hd,
              (size_t)hd * sizeof(float));
+}
+
+/* A thread's scratch for prefill tiles: the scores and, for our own
+ * kernels, the tile's rows (stacked as in attend_group_tile_blas: head j of
+ * the group, then position i) as pointers into the queries and the output,
+ * and the keys each row sees. */
+typedef struct tile_scratch {
+  float *floats;
+  const float **q_rows;
+  float **out_rows;
+  int64_t *visible;
+} tile_scratch;
+
+/* Prefill through our own kernels (md_cpu_prefill_kernels): the same tile,
+ * the queries read and the outputs written in place, the keys from the
+ * packed panels of this KV head. The scores' rows are ld floats apart, ld
+ * the tile's keys rounded up to the kernels' 16-key panels. */
+static void attend_group_tile_own(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
+                                  const tile_scratch *ts, float *colsum, const float *packed) {
+  const md_attn_shape *s = a->shape;
+  int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
+  int64_t stride = (int64_t)s->n_heads * hd, m = group * rows;
+  int64_t n_keys_tile = a->pos0 + t0 + rows, ld = (n_keys_tile + 15) / 16 * 16;
+  for (int j = 0; j < group; j++)
+    for (int64_t i = 0; i < rows; i++) {
+      int64_t r = j * rows + i, offset = (t0 + i) * stride + (h0 + j) * hd;
+      ts->q_rows[r] = a->q + offset;
+      ts->out_rows[r] = a->out + offset;
+      ts->visible[r] = a->pos0 + t0 + i + 1;
+    }
+  float *scores = ts->floats;
+  md_cpu_prefill_scores(a->isa, scores, ld, ts->q_rows, ts->visible, m, packed, hd, a->scale);
+  for (int j = 0; j < group; j++)
+    softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)ld, ld, t0, rows, n_keys_tile,
+                 colsum);
+  md_cpu_prefill_values(a->isa, ts->out_rows, scores, ld, ts->visible, m, head_values(a, kv_head),
+                        hd);
 }
 
 /* Query rows per prefill tile: as many as keep the scores within
@@ -140,32 +177,71 @@ static void add_column_sums(const attn_task *a, float *colsums, int threads, siz
   for (size_t k = 0; k < n_keys; k++) a->received[k] += scale * colsums[k];
 }
 
+static void tile_scratch_free(tile_scratch *ts) {
+  free(ts->floats);
+  free(ts->q_rows);
+  free(ts->out_rows);
+  free(ts->visible);
+}
+
+static bool tile_scratch_new(tile_scratch *ts, size_t floats, size_t rows, bool own) {
+  *ts = (tile_scratch){.floats = malloc(floats * sizeof(float))};
+  if (own) {
+    ts->q_rows = malloc(rows * sizeof *ts->q_rows);
+    ts->out_rows = malloc(rows * sizeof *ts->out_rows);
+    ts->visible = malloc(rows * sizeof *ts->visible);
+  }
+  if (ts->floats && (!own || (ts->q_rows && ts->out_rows && ts->visible))) return true;
+  tile_scratch_free(ts);
+  return false;
+}
+
 static int prefill(const attn_task *a, int threads, int64_t n) {
   const md_attn_shape *s = a->shape;
+  int hd = s->head_dim;
   int64_t tile = prefill_tile_rows(s, a->pos0, n), group = s->n_heads / s->n_kv_heads;
   int64_t tiles = (n + tile - 1) / tile, tasks = tiles * s->n_kv_heads;
-  size_t scratch_floats = (size_t)(group * tile) * (size_t)(2 * s->head_dim + a->pos0 + n);
   size_t n_keys = (size_t)(a->pos0 + n);
+  /* sgemm: stacked queries, outputs and scores; ours: scores, rows padded to 16. */
+  bool own = md_cpu_prefill_kernels(a->isa, hd);
+  size_t scratch_floats = (size_t)(group * tile) *
+                          (own ? (n_keys + 15) / 16 * 16 : (size_t)(2 * hd) + n_keys);
+  size_t packed_floats = (size_t)md_cpu_packed_keys_floats((int64_t)n_keys, hd);
+  float *packed = own ? malloc((size_t)s->n_kv_heads * packed_floats * sizeof(float)) : NULL;
   float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;
-  if (a->capture && !colsums) return 1;
+  if ((own && !packed) || (a->capture && !colsums)) {
+    free(packed);
+    free(colsums);
+    return 1;
+  }
   int failed = 0;
 #pragma omp parallel num_threads(threads) reduction(| : failed)
   {
-    float *scratch = malloc(scratch_floats * sizeof(float));
+    tile_scratch ts;
+    bool ready = tile_scratch_new(&ts, scratch_floats, (size_t)(group * tile), own);
     float *colsum = colsums ? colsums + (size_t)omp_get_thread_num() * n_keys : NULL;
-    if (!scratch) failed = 1;
+    if (!ready) failed = 1;
+    if (own) {
+#pragma omp for schedule(static)
+      for (int kv = 0; kv < s->n_kv_heads; kv++)
+        md_cpu_pack_keys(packed + (size_t)kv * packed_floats, head_keys(a, kv), (int64_t)n_keys, hd);
+    }
     /* Later tiles see more keys: largest tiles first, dealt round-robin. */
 #pragma omp for schedule(static, 1)
     for (int64_t task = 0; task < tasks; task++) {
-      if (!scratch) continue;
-      int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile;
-      attend_group_tile(a, (int)(task % s->n_kv_heads), t0, n - t0 < tile ? n - t0 : tile, scratch,
-                        colsum);
+      if (!ready) continue;
+      int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile, rows = n - t0 < tile ? n - t0 : tile;
+      int kv = (int)(task % s->n_kv_heads);
+      if (own)
+        attend_group_tile_own(a, kv, t0, rows, &ts, colsum, packed + (size_t)kv * packed_floats);
+      else
+        attend_group_tile_blas(a, kv, t0, rows, ts.floats, colsum);
     }
-    free(scratch);
+    if (ready) tile_scratch_free(&ts);
   }
   if (colsums && !failed) add_column_sums(a, colsums, threads, n_keys);
   free(colsums);
+  free(packed);
   return failed;
 }
 
@@ -235,7 +311,7 @@ static int decode(const attn_task *a, int threads) {
     }
 #pragma omp for schedule(static)
     for (int head = 0; head < s->n_heads; head++)
-      softmax_rows(a, head, scores + (size_t)head * (size_t)n_keys, 0, 1, n_keys, NULL);
+      softmax_rows(a, head, scores + (size_t)head * (size_t)n_keys, n_keys, 0, 1, n_keys, NULL);
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; task++) {
       int64_t k0, len;

@@ -52,6 +52,9 @@ float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index);
 /* In place: x = exp(x - max x) / sum; fp32 like torch.softmax. */
 void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n);
 
+/* sum[i] += x[i] for i < n (each a single fp32 addition, as the loop). */
+void md_cpu_add_into(md_cpu_isa isa, float *sum, const float *x, int64_t n);
+
 /* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i] (SiLU as torch computes it). */
 void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n);
 
@@ -66,6 +69,32 @@ bool md_cpu_decode_scores(md_cpu_isa isa, float *scores, int64_t ld, const float
                           const float *keys, int64_t len, int hd, float scale);
 bool md_cpu_decode_values(md_cpu_isa isa, float *out, const float *p, int64_t ld, int group,
                           const float *values, int64_t len, int hd);
+
+/* Prefill attention's two products (attn_prefill.c) for a tile of m query
+ * rows that share one KV head, row i seeing keys [0, visible[i]):
+ *   md_cpu_pack_keys: packed[(j / 16) * hd * 16 + d * 16 + j % 16] =
+ *     keys[j * hd + d] for j < n, zeros up to the next multiple of 16 keys
+ *     (md_cpu_packed_keys_floats(n, hd) floats);
+ *   md_cpu_prefill_scores: scores[i * ld + j] = scale * sum_d q_rows[i][d]
+ *     keys[j * hd + d] for j < visible[i]; entries of a row beyond its
+ *     visible keys, up to the next multiple of 16 of the largest visible[]
+ *     of its block of 6 rows, are written with unspecified values, so ld
+ *     must be at least that multiple of 16;
+ *   md_cpu_prefill_values: out_rows[i][d] = sum_{k < visible[i]} p[i * ld + k]
+ *     values[k * hd + d] for d < hd; p[i * ld + k] must be 0 for k from
+ *     visible[i] up to the largest visible[] (the kernel may read them).
+ * fp32, each output one chain in a fixed order. md_cpu_prefill_kernels says
+ * whether `isa` has them for head_dim `hd` (AVX2 and AVX-512 paths, hd a
+ * multiple of 16); the two products return false, writing nothing, where it
+ * does not, and the caller uses sgemm. */
+int64_t md_cpu_packed_keys_floats(int64_t n, int hd);
+void md_cpu_pack_keys(float *packed, const float *keys, int64_t n, int hd);
+bool md_cpu_prefill_kernels(md_cpu_isa isa, int hd);
+bool md_cpu_prefill_scores(md_cpu_isa isa, float *scores, int64_t ld, const float *const *q_rows,
+                           const int64_t *visible, int64_t m, const float *packed_keys, int hd,
+                           float scale);
+bool md_cpu_prefill_values(md_cpu_isa isa, float *const *out_rows, const float *p, int64_t ld,
+                           const int64_t *visible, int64_t m, const float *values, int hd);
 
 /* Attention (see md_kernel_ops.attention); scratch is allocated per call.
  * `received` is the capture buffer's floats (ignored when capture is NULL).

@@ -1,4 +1,4 @@
-/* Elementwise fp32 maths: softmax and SiLU (the AVX-512 versions are in
+/* Elementwise fp32 maths: softmax, SiLU and a running sum (the AVX-512 versions are in
  * avx512.c). The AVX2 exp is the Cephes
  * single-precision algorithm (S. L. Moshier, Cephes Math Library, expf.c):
  * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 split into two
@@ -109,6 +109,27 @@ void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n) {
 #endif
   (void)isa;
   softmax_portable(x, n);
+}
+
+#if MD_HAVE_X86
+MD_AVX2 static void add_into_avx2(float *sum, const float *x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(sum + i, _mm256_add_ps(_mm256_loadu_ps(sum + i), _mm256_loadu_ps(x + i)));
+  for (; i < n; i++) sum[i] += x[i];
+}
+#endif
+
+void md_cpu_add_into(md_cpu_isa isa, float *sum, const float *x, int64_t n) {
+#if MD_HAVE_X86
+  /* Bound by memory, not by the vector width: the AVX-512 path uses this too. */
+  if (isa >= MD_CPU_ISA_AVX2) {
+    add_into_avx2(sum, x, n);
+    return;
+  }
+#endif
+  (void)isa;
+  for (int64_t i = 0; i < n; i++) sum[i] += x[i];
 }
 
 void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n) {

@@ -210,6 +210,125 @@ static void test_decode_products(md_cpu_isa isa) {
   if (isa != MD_CPU_ISA_PORTABLE) CHECK(ran > 0);
 }
 
+/* Prefill attention's products for a tile of rows of one KV head: row
+ * counts around the 6-row blocks (and 448, Qwen2.5-0.5B's 7 heads x 64
+ * positions), head dimensions 16, 64 and 128 (and 24, which has no kernel),
+ * key counts around the 16-key panels, each row its own visible keys in
+ * the causal pattern of stacked heads (runs of increasing positions) or at
+ * random; rows given as pointers in any order. Scores and outputs within
+ * 1e-5 of sum |terms|; nothing written outside the contract: a score row
+ * beyond the next multiple of 16 of its block's longest row, an output row
+ * beyond head_dim, or anything on a path without the kernels. */
+static void test_prefill_products(md_cpu_isa isa) {
+  const int64_t row_counts[] = {1, 5, 6, 7, 13, 448};
+  const int dims[] = {16, 24, 64, 128};
+  const int64_t key_counts[] = {1, 15, 16, 17, 100, 300};
+  int ran = 0;
+  for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+      for (size_t ki = 0; ki < sizeof key_counts / sizeof key_counts[0]; ki++) {
+        int64_t m = row_counts[ri], n = key_counts[ki];
+        int hd = dims[di];
+        if (m == 448 && (n < 100 || hd != 64)) continue; /* the big tile once per key count */
+        bool causal = ki % 2 == 0;
+        int64_t ld = (n + 15) / 16 * 16 + 3;
+        float *q = malloc((size_t)(m * hd) * sizeof(float)), *keys = malloc((size_t)(n * hd) * sizeof(float));
+        float *values = malloc((size_t)(n * hd) * sizeof(float));
+        float *packed = malloc((size_t)md_cpu_packed_keys_floats(n, hd) * sizeof(float));
+        float *scores = malloc((size_t)(m * ld) * sizeof(float));
+        float *out = malloc((size_t)(m * (hd + 8)) * sizeof(float));
+        const float **q_rows = malloc((size_t)m * sizeof *q_rows);
+        float **out_rows = malloc((size_t)m * sizeof *out_rows);
+        int64_t *visible = malloc((size_t)m * sizeof *visible);
+        for (int64_t i = 0; i < m * hd; i++) q[i] = uniform(-2.0f, 2.0f);
+        for (int64_t i = 0; i < n * hd; i++) {
+          keys[i] = uniform(-1.0f, 1.0f);
+          values[i] = uniform(-1.0f, 1.0f);
+        }
+        int64_t run = m > 6 ? m / 3 + 1 : m; /* "heads" of `run` positions each */
+        for (int64_t i = 0; i < m; i++) {
+          /* Row i reads query row m - 1 - i and writes output slot (i * 11) % m
+           * (11 is prime to every m here), hd + 8 floats apart. */
+          q_rows[i] = q + (m - 1 - i) * hd;
+          out_rows[i] = out + ((i * 11) % m) * (hd + 8);
+          int64_t v = causal ? n - run + 1 + i % run : 1 + (int64_t)(next_u32() % (uint32_t)n);
+          visible[i] = v < 1 ? 1 : v > n ? n : v;
+        }
+        md_cpu_pack_keys(packed, keys, n, hd);
+        for (int64_t j = 0; j < (n + 15) / 16 * 16; j++)
+          for (int d = 0; d < hd; d++) {
+            float want = j < n ? keys[j * hd + d] : 0.0f;
+            CHECK(packed[(j / 16) * hd * 16 + d * 16 + j % 16] == want);
+          }
+        for (int64_t i = 0; i < m * ld; i++) scores[i] = -7.0f;
+        const float scale = 0.125f;
+        bool have = md_cpu_prefill_scores(isa, scores, ld, q_rows, visible, m, packed, hd, scale);
+        bool expect = isa != MD_CPU_ISA_PORTABLE && hd % 16 == 0;
+        CHECK_MSG(have == expect && md_cpu_prefill_kernels(isa, hd) == expect,
+                  "prefill scores isa %d hd %d: kernel %d", (int)isa, hd, have);
+        for (int64_t i = 0; i < m; i++) {
+          int64_t block = i / 6 * 6, most = 0;
+          for (int64_t b = block; b < block + 6 && b < m; b++) most = visible[b] > most ? visible[b] : most;
+          int64_t written = (most + 15) / 16 * 16;
+          for (int64_t j = 0; j < ld; j++) {
+            float got = scores[i * ld + j];
+            if (!have || j >= written) {
+              CHECK_MSG(got == -7.0f, "prefill scores isa %d m %lld hd %d n %lld: row %lld written at %lld",
+                        (int)isa, (long long)m, hd, (long long)n, (long long)i, (long long)j);
+              continue;
+            }
+            if (j >= visible[i]) continue; /* unspecified */
+            double want = 0.0, bound = 0.0;
+            for (int d = 0; d < hd; d++) {
+              double t = (double)q_rows[i][d] * keys[j * hd + d];
+              want += t;
+              bound += fabs(t);
+            }
+            want *= scale;
+            CHECK_MSG(fabs(got - want) <= 1e-5 * scale * bound + 1e-30,
+                      "prefill scores isa %d m %lld hd %d n %lld [%lld][%lld]: %.9g vs %.9g", (int)isa,
+                      (long long)m, hd, (long long)n, (long long)i, (long long)j, got, want);
+          }
+        }
+        if (have) ran++;
+        /* The weights: any values up to each row's visible keys, zeros
+         * beyond (the contract), a row stride ld. */
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < ld; j++) scores[i * ld + j] = j < visible[i] ? uniform(0.0f, 1.0f) : 0.0f;
+        for (int64_t i = 0; i < m * (hd + 8); i++) out[i] = -7.0f;
+        have = md_cpu_prefill_values(isa, out_rows, scores, ld, visible, m, values, hd);
+        CHECK(have == expect);
+        for (int64_t i = 0; i < m; i++)
+          for (int d = 0; d < hd + 8; d++) {
+            float got = out_rows[i][d];
+            if (!have || d >= hd) {
+              CHECK_MSG(got == -7.0f, "prefill values isa %d m %lld hd %d: row %lld written at %d", (int)isa,
+                        (long long)m, hd, (long long)i, d);
+              continue;
+            }
+            double want = 0.0, bound = 0.0;
+            for (int64_t k = 0; k < visible[i]; k++) {
+              double t = (double)scores[i * ld + k] * values[k * hd + d];
+              want += t;
+              bound += fabs(t);
+            }
+            CHECK_MSG(fabs(got - want) <= 1e-5 * bound + 1e-30,
+                      "prefill values isa %d m %lld hd %d n %lld [%lld][%d]: %.9g vs %.9g", (int)isa,
+                      (long long)m, hd, (long long)n, (long long)i, d, got, want);
+          }
+        free(q);
+        free(keys);
+        free(values);
+        free(packed);
+        free(scores);
+        free(out);
+        free(q_rows);
+        free(out_rows);
+        free(visible);
+      }
+  if (isa != MD_CPU_ISA_PORTABLE) CHECK(ran > 0);
+}
+
 /* ---- through the ops table ---------------------------------------------------- */
 
 static md_kbuf *upload(md_kernels *k, const float *data, size_t n) {
@@ -660,6 +779,7 @@ int main(void) {
     test_softmax(isa);
     test_silu(isa);
     test_decode_products(isa);
+    test_prefill_products(isa);
     test_backend(paths[i]);
   }
   test_backend(MD_CPU_KERNELS_BEST);
