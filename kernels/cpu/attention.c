@@ -2,13 +2,18 @@
  *
  * Prefill: one task is a tile of query rows for all the query heads that
  * share one KV head, stacked into one matrix Q_tile [group * rows, head_dim],
- * so each sgemm is large enough to run near the machine's sgemm rate and
- * the KV head's keys and values are read once for the whole group:
- *   S = scale * Q_tile K^T (sgemm), a softmax per row, O = P V (sgemm).
- * The tile's rows are chosen so that S holds at most MD_ATTN_SCORE_FLOATS
- * floats (4 MiB): memory is O(n) per thread and no n x n matrix is formed.
- * Tasks run in parallel; the sgemm calls inside the OpenMP region run
- * single-threaded (OpenBLAS's OpenMP build does so when omp_in_parallel()).
+ * so each product is large and the KV head's keys and values are read once
+ * for the whole group:
+ *   S = scale * Q_tile K^T, a softmax per row, O = P V.
+ * On the AVX2 and AVX-512 paths the two products are our own kernels
+ * (attn_prefill.c says why): the stack is a list of row pointers into the
+ * queries and the output, and the keys are packed once per call into the
+ * kernels' panels; on the portable path they are sgemm calls on a copied
+ * Q_tile. The tile's rows are chosen so that S holds at most
+ * MD_ATTN_SCORE_FLOATS floats (4 MiB): memory is O(n) per thread and no
+ * n x n matrix is formed. Tasks run in parallel; the sgemm calls inside the
+ * OpenMP region run single-threaded (OpenBLAS's OpenMP build does so when
+ * omp_in_parallel()).
  * Decode (one query row): the query heads that share a KV head go
  * together, so each key and value is read once per step, not once per
  * query head (7 times for Qwen2.5-0.5B's 14/2 heads): at a long context the

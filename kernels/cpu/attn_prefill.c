@@ -25,11 +25,9 @@
  *     softmax has zeroed each row beyond its own), so the diagonal of the
  *     causal triangle is not computed twice.
  * Each output is one FMA chain in a fixed order (over head_dim, or over the
- * keys), independent of threads and tiling. The AVX-512 path uses these
- * kernels too (its decode products are in avx512.c); the portable path keeps
- * sgemm. */
-#include <string.h>
-
+ * keys), independent of threads and tiling. The AVX-512 versions (6 rows x
+ * 32 columns) are in avx512.c; the portable path keeps sgemm. */
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #define MD_PANEL 16 /* keys per packed panel, columns per block */
@@ -185,6 +183,12 @@ bool md_cpu_prefill_scores(md_cpu_isa isa, float *scores, int64_t ld, const floa
                            const int64_t *visible, int64_t m, const float *packed_keys, int hd,
                            float scale) {
   if (!md_cpu_prefill_kernels(isa, hd)) return false;
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    md_avx512_prefill_scores(scores, ld, q_rows, visible, m, packed_keys, hd, scale);
+    return true;
+  }
+#endif
 #if defined(__x86_64__) || defined(__i386__)
   for (int64_t r = 0; r < m; r += MD_BLOCK_ROWS) {
     int g = m - r < MD_BLOCK_ROWS ? (int)(m - r) : MD_BLOCK_ROWS;
@@ -199,6 +203,12 @@ bool md_cpu_prefill_scores(md_cpu_isa isa, float *scores, int64_t ld, const floa
 bool md_cpu_prefill_values(md_cpu_isa isa, float *const *out_rows, const float *p, int64_t ld,
                            const int64_t *visible, int64_t m, const float *values, int hd) {
   if (!md_cpu_prefill_kernels(isa, hd)) return false;
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    md_avx512_prefill_values(out_rows, p, ld, visible, m, values, hd);
+    return true;
+  }
+#endif
 #if defined(__x86_64__) || defined(__i386__)
   for (int64_t r = 0; r < m; r += MD_BLOCK_ROWS) {
     int g = m - r < MD_BLOCK_ROWS ? (int)(m - r) : MD_BLOCK_ROWS;

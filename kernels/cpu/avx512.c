@@ -313,6 +313,149 @@ MD_AVX512 void md_avx512_decode_values(float *out, const float *p, int64_t ld, i
     }
   }
 }
+/* Prefill attention's products (md_cpu_prefill_scores / md_cpu_prefill_values
+ * in cpu_internal.h, attn_prefill.c for the design): blocks of 6 rows x 32
+ * columns in 12 accumulators, the queries and weights broadcast from their
+ * rows in place; scores two 16-key panels at a time, then one. */
+MD_AVX512_INLINE int64_t most_visible(const int64_t *visible, int64_t r, int g) {
+  int64_t most = 0;
+  for (int i = 0; i < g; i++) most = visible[r + i] > most ? visible[r + i] : most;
+  return most;
+}
+
+MD_AVX512_INLINE void prefill_scores_block(float *scores, int64_t ld, const float *const *q_rows,
+                                           const int64_t *visible, int64_t r, int g,
+                                           const float *packed, int hd, float scale) {
+  const float *q[6];
+  MD_UNROLL
+  for (int i = 0; i < g; i++) q[i] = q_rows[r + i];
+  const __m512 vscale = _mm512_set1_ps(scale);
+  int64_t keys = most_visible(visible, r, g);
+  for (int64_t j0 = 0; j0 < keys; j0 += 32) {
+    int two = keys - j0 > 16; /* a second panel of keys in this step */
+    const float *k0p = packed + j0 * hd, *k1p = k0p + (int64_t)hd * 16;
+    __m512 lo[6], hi[6];
+    MD_UNROLL
+    for (int i = 0; i < g; i++) lo[i] = hi[i] = _mm512_setzero_ps();
+    if (two)
+      for (int d = 0; d < hd; d++) {
+        __m512 k0 = _mm512_loadu_ps(k0p + d * 16), k1 = _mm512_loadu_ps(k1p + d * 16);
+        MD_UNROLL
+        for (int i = 0; i < g; i++) {
+          __m512 qd = _mm512_set1_ps(q[i][d]);
+          lo[i] = _mm512_fmadd_ps(qd, k0, lo[i]);
+          hi[i] = _mm512_fmadd_ps(qd, k1, hi[i]);
+        }
+      }
+    else
+      for (int d = 0; d < hd; d++) {
+        __m512 k0 = _mm512_loadu_ps(k0p + d * 16);
+        MD_UNROLL
+        for (int i = 0; i < g; i++) lo[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][d]), k0, lo[i]);
+      }
+    MD_UNROLL
+    for (int i = 0; i < g; i++) {
+      float *s = scores + (r + i) * ld + j0;
+      _mm512_storeu_ps(s, _mm512_mul_ps(lo[i], vscale));
+      if (two) _mm512_storeu_ps(s + 16, _mm512_mul_ps(hi[i], vscale));
+    }
+  }
+}
+
+/* 32 columns of head_dim from d0 (16 when `half`), per chunk of 256 keys
+ * (the chunk of the rows' weights stays in L1), running sums kept in the
+ * output rows between chunks: each output one chain in key order. */
+MD_AVX512_INLINE void prefill_values_block(float *const *out_rows, const float *p, int64_t ld,
+                                           const int64_t *visible, int64_t r, int g,
+                                           const float *values, int hd) {
+  const float *w[6];
+  float *o[6];
+  MD_UNROLL
+  for (int i = 0; i < g; i++) w[i] = p + (r + i) * ld, o[i] = out_rows[r + i];
+  int64_t keys = most_visible(visible, r, g);
+  for (int64_t k0 = 0; k0 < keys; k0 += 256) {
+    int64_t k1 = keys - k0 < 256 ? keys : k0 + 256;
+    for (int d0 = 0; d0 < hd; d0 += 32) {
+      int half = hd - d0 < 32;
+      __m512 lo[6], hi[6];
+      MD_UNROLL
+      for (int i = 0; i < g; i++) {
+        lo[i] = k0 ? _mm512_loadu_ps(o[i] + d0) : _mm512_setzero_ps();
+        hi[i] = k0 && !half ? _mm512_loadu_ps(o[i] + d0 + 16) : _mm512_setzero_ps();
+      }
+      if (!half)
+        for (int64_t k = k0; k < k1; k++) {
+          const float *v = values + k * hd + d0;
+          __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+          MD_UNROLL
+          for (int i = 0; i < g; i++) {
+            __m512 pk = _mm512_set1_ps(w[i][k]);
+            lo[i] = _mm512_fmadd_ps(pk, v0, lo[i]);
+            hi[i] = _mm512_fmadd_ps(pk, v1, hi[i]);
+          }
+        }
+      else
+        for (int64_t k = k0; k < k1; k++) {
+          __m512 v0 = _mm512_loadu_ps(values + k * hd + d0);
+          MD_UNROLL
+          for (int i = 0; i < g; i++) lo[i] = _mm512_fmadd_ps(_mm512_set1_ps(w[i][k]), v0, lo[i]);
+        }
+      MD_UNROLL
+      for (int i = 0; i < g; i++) {
+        _mm512_storeu_ps(o[i] + d0, lo[i]);
+        if (!half) _mm512_storeu_ps(o[i] + d0 + 16, hi[i]);
+      }
+    }
+  }
+}
+
+#define MD_PREFILL_AVX512(G)                                                                      \
+  MD_AVX512 static void prefill_scores_##G(float *scores, int64_t ld, const float *const *q_rows, \
+                                           const int64_t *visible, int64_t r,                    \
+                                           const float *packed, int hd, float scale) {           \
+    prefill_scores_block(scores, ld, q_rows, visible, r, G, packed, hd, scale);                  \
+  }                                                                                              \
+  MD_AVX512 static void prefill_values_##G(float *const *out_rows, const float *p, int64_t ld,   \
+                                           const int64_t *visible, int64_t r,                    \
+                                           const float *values, int hd) {                        \
+    prefill_values_block(out_rows, p, ld, visible, r, G, values, hd);                            \
+  }
+MD_PREFILL_AVX512(1)
+MD_PREFILL_AVX512(2)
+MD_PREFILL_AVX512(3)
+MD_PREFILL_AVX512(4)
+MD_PREFILL_AVX512(5)
+MD_PREFILL_AVX512(6)
+
+MD_AVX512 void md_avx512_prefill_scores(float *scores, int64_t ld, const float *const *q_rows,
+                                        const int64_t *visible, int64_t m,
+                                        const float *packed_keys, int hd, float scale) {
+  for (int64_t r = 0; r < m; r += 6) {
+    switch (m - r < 6 ? m - r : 6) {
+      case 1: prefill_scores_1(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+      case 2: prefill_scores_2(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+      case 3: prefill_scores_3(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+      case 4: prefill_scores_4(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+      case 5: prefill_scores_5(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+      default: prefill_scores_6(scores, ld, q_rows, visible, r, packed_keys, hd, scale); break;
+    }
+  }
+}
+
+MD_AVX512 void md_avx512_prefill_values(float *const *out_rows, const float *p, int64_t ld,
+                                        const int64_t *visible, int64_t m, const float *values,
+                                        int hd) {
+  for (int64_t r = 0; r < m; r += 6) {
+    switch (m - r < 6 ? m - r : 6) {
+      case 1: prefill_values_1(out_rows, p, ld, visible, r, values, hd); break;
+      case 2: prefill_values_2(out_rows, p, ld, visible, r, values, hd); break;
+      case 3: prefill_values_3(out_rows, p, ld, visible, r, values, hd); break;
+      case 4: prefill_values_4(out_rows, p, ld, visible, r, values, hd); break;
+      case 5: prefill_values_5(out_rows, p, ld, visible, r, values, hd); break;
+      default: prefill_values_6(out_rows, p, ld, visible, r, values, hd); break;
+    }
+  }
+}
 #else
 /* Not x86-64: nothing here (the dispatchers never choose AVX-512). */
 typedef int md_avx512_not_built;

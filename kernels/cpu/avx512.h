@@ -1,5 +1,5 @@
 /* The CPU back end's AVX-512 kernels (kernels/cpu/avx512.c): the same
- * contracts as the AVX2 ones in matvec.c, vmath.c and attn_decode.c, 16 floats per
+ * contracts as the AVX2 ones in matvec.c, vmath.c, attn_decode.c and attn_prefill.c, 16 floats per
  * register and masked loads and stores for every remainder, so no scalar
  * tail and no call out of the file. That last property is what lets
  * tests/kernels/avx512_emulated run this very file in an emulated AVX-512
@@ -42,5 +42,14 @@ void md_avx512_decode_scores(float *scores, int64_t ld, const float *q, int grou
                              const float *keys, int64_t len, int hd, float scale);
 void md_avx512_decode_values(float *out, const float *p, int64_t ld, int group,
                              const float *values, int64_t len, int hd);
+
+/* Prefill attention's products for a tile of rows of one KV head (see
+ * md_cpu_prefill_scores / md_cpu_prefill_values in cpu_internal.h); hd a
+ * multiple of 16, keys packed by md_cpu_pack_keys. */
+void md_avx512_prefill_scores(float *scores, int64_t ld, const float *const *q_rows,
+                              const int64_t *visible, int64_t m, const float *packed_keys, int hd,
+                              float scale);
+void md_avx512_prefill_values(float *const *out_rows, const float *p, int64_t ld,
+                              const int64_t *visible, int64_t m, const float *values, int hd);
 
 #endif

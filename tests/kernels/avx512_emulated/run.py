@@ -15,7 +15,7 @@ its end (an unmasked remainder) faults and fails the test; the harness
 proves this on itself by calling a kernel with a count one past its buffer.
 
 The kernels: the matrix-vector products, the weight widening, softmax,
-SiLU, and decode attention's scores and weighted values.
+SiLU, and decode and prefill attention's scores and weighted values.
 Results are compared with double-precision evaluations of the kernels'
 definitions written here, with test_cpu_kernels's tolerances; conversions
 of F16/BF16 bits are compared exactly with Python's own (struct's binary16).
@@ -94,7 +94,7 @@ def relaunch(args):
 CODE_VA = 0x10000000
 STACK_VA, STACK_BYTES = 0x30000000, 1 << 16
 STOP_VA = 0x3F000000
-WINDOW_BASE, WINDOW_BYTES, WINDOWS = 0x40000000, 2 << 20, 6
+WINDOW_BASE, WINDOW_BYTES, WINDOWS = 0x40000000, 2 << 20, 8
 PML4 = 0x100000
 
 
@@ -404,6 +404,93 @@ def test_decode_products(m, sym, rng, checks):
                                      f"decode values g={g} hd={hd} n={n} [{h}][{d}]: {got[h * hd + d]!r} vs {want!r}")
 
 
+def pack_keys(keys, n, hd):
+    """md_cpu_pack_keys's layout (cpu_internal.h): panels of 16 keys,
+    [panel][hd][16], zeros past the last key."""
+    panels = (n + 15) // 16
+    out = [0.0] * (panels * hd * 16)
+    for j in range(n):
+        for d in range(hd):
+            out[(j // 16) * hd * 16 + d * 16 + j % 16] = keys[j * hd + d]
+    return out
+
+
+def test_prefill_products(m, sym, rng, checks):
+    """Prefill attention's scores and weighted values for a tile of rows:
+    row counts around the 6-row blocks, head dimensions with and without a
+    32-column remainder, key counts around the 16- and 32-key steps and past
+    a 256-key chunk, each row its own visible keys (causal runs or random),
+    rows given as pointers in any order. Nothing written beyond what the
+    contract allows; past-the-end reads fault on the guard pages."""
+    scores_fn, values_fn = sym["md_avx512_prefill_scores"], sym["md_avx512_prefill_values"]
+    scale = 0.125
+    sentinel = -7.0
+    for rows in (1, 5, 6, 7, 13):
+        for hd in (16, 48, 64):
+            for n in (1, 16, 17, 33, 40, 300):
+                if n == 300 and hd == 64:
+                    continue
+                causal = n % 2 == 0
+                run = rows // 3 + 1 if rows > 6 else rows
+                visible = []
+                for i in range(rows):
+                    v = n - run + 1 + i % run if causal else rng.randint(1, n)
+                    visible.append(min(max(v, 1), n))
+                ld = (n + 15) // 16 * 16 + 3
+                q = [to_f32(rng.uniform(-2.0, 2.0)) for _ in range(rows * hd)]
+                keys = [to_f32(rng.uniform(-1.0, 1.0)) for _ in range(n * hd)]
+                values = [to_f32(rng.uniform(-1.0, 1.0)) for _ in range(n * hd)]
+                q_va = m.place(0, floats(q))
+                # Row i reads query row rows - 1 - i.
+                q_rows_va = m.place(1, struct.pack(f"<{rows}Q", *[q_va + 4 * hd * (rows - 1 - i) for i in range(rows)]))
+                vis_va = m.place(2, struct.pack(f"<{rows}q", *visible))
+                packed_va = m.place(3, floats(pack_keys(keys, n, hd)))
+                s_va = m.place(4, floats([sentinel] * (rows * ld)))
+                what = f"prefill scores rows={rows} hd={hd} n={n}"
+                outcome = m.call_with_float(scores_fn, [s_va, ld, q_rows_va, vis_va, rows, packed_va, hd], scale)
+                checks.check(m.returned(outcome), f"{what}: ended by {outcome}")
+                got = unfloats(m.read(s_va, 4 * rows * ld))
+                for i in range(rows):
+                    block = i // 6 * 6
+                    written = (max(visible[block:block + 6]) + 15) // 16 * 16
+                    qi = q[(rows - 1 - i) * hd:(rows - i) * hd]
+                    for j in range(ld):
+                        v = got[i * ld + j]
+                        if j >= written:
+                            checks.check(v == sentinel, f"{what}: wrote [{i}][{j}]")
+                            continue
+                        if j >= visible[i]:
+                            continue
+                        terms = [qi[d] * keys[j * hd + d] for d in range(hd)]
+                        want = scale * math.fsum(terms)
+                        bound = scale * sum(abs(t) for t in terms)
+                        checks.check(abs(v - want) <= 1e-5 * bound + 1e-30, f"{what} [{i}][{j}]: {v!r} vs {want!r}")
+                # Weights: any values up to each row's visible keys, zeros beyond.
+                p = []
+                for i in range(rows):
+                    p += [to_f32(rng.uniform(0.0, 1.0)) if j < visible[i] else 0.0 for j in range(ld)]
+                p_va = m.place(4, floats(p))
+                values_va = m.place(5, floats(values))
+                # Output rows hd + 8 floats apart, row i in slot (i * 11) % rows.
+                stride = hd + 8
+                out_va = m.place(6, floats([sentinel] * (rows * stride)))
+                out_rows_va = m.place(7, struct.pack(f"<{rows}Q", *[out_va + 4 * stride * ((i * 11) % rows) for i in range(rows)]))
+                what = f"prefill values rows={rows} hd={hd} n={n}"
+                outcome = m.call(values_fn, out_rows_va, p_va, ld, vis_va, rows, values_va, hd)
+                checks.check(m.returned(outcome), f"{what}: ended by {outcome}")
+                got = unfloats(m.read(out_va, 4 * rows * stride))
+                for i in range(rows):
+                    row = got[((i * 11) % rows) * stride:((i * 11) % rows + 1) * stride]
+                    for d in range(stride):
+                        if d >= hd:
+                            checks.check(row[d] == sentinel, f"{what}: wrote row {i} at {d}")
+                            continue
+                        terms = [p[i * ld + k] * values[k * hd + d] for k in range(visible[i])]
+                        want = math.fsum(terms)
+                        bound = sum(abs(t) for t in terms)
+                        checks.check(abs(row[d] - want) <= 1e-5 * bound + 1e-30, f"{what} [{i}][{d}]: {row[d]!r} vs {want!r}")
+
+
 def test_harness_catches_overrun(m, sym, checks):
     """A count one past the buffer must fault: the guard pages work."""
     src = m.place(0, struct.pack("<17H", *range(17)))
@@ -429,7 +516,8 @@ def main():
     image, symbols = build(args)
     wanted = ["md_avx512_matvec_f32", "md_avx512_matvec_f16", "md_avx512_matvec_bf16",
               "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul",
-              "md_avx512_decode_scores", "md_avx512_decode_values"]
+              "md_avx512_decode_scores", "md_avx512_decode_values",
+              "md_avx512_prefill_scores", "md_avx512_prefill_values"]
     missing = [w for w in wanted if w not in symbols]
     if missing:
         fail(f"kernels/cpu/avx512.c defines no {', '.join(missing)} (not an x86-64 compiler?)")
@@ -442,6 +530,7 @@ def main():
     test_silu(machine, symbols, rng, checks)
     test_matvec(machine, symbols, rng, checks)
     test_decode_products(machine, symbols, rng, checks)
+    test_prefill_products(machine, symbols, rng, checks)
     print(f"avx512_emulated: {checks.count - checks.failed} of {checks.count} checks passed "
           f"({len(image)} bytes of AVX-512 code, emulated)")
     sys.stdout.flush()
