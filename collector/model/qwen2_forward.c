@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MD_DEFAULT_MAX_BATCH 1024
+#define MD_DEFAULT_MAX_BATCH 2048
 #define MD_MAX_HEAD_DIM 1024 /* the CPU RoPE keeps half a head on the stack */
 
 typedef struct layer_weights {
@@ -317,8 +317,12 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
   if (s != MD_OK) return s;
   size_t vocab = (size_t)fw->config.vocab_size;
   fw->have_logits = false;
-  for (int64_t done = 0; done < n;) {
-    int64_t chunk = n - done < fw->max_batch ? n - done : fw->max_batch;
+  /* Chunks of equal size: a short last chunk runs its matrix products at a
+   * lower rate (the Qwen2.5-0.5B prefill of 1,700 tokens as 1,024 + 676 ran
+   * 7% slower than as one chunk). */
+  int64_t chunks = (n + fw->max_batch - 1) / fw->max_batch;
+  for (int64_t done = 0, c = 0; done < n; c++) {
+    int64_t chunk = (n - done + (chunks - c) - 1) / (chunks - c);
     /* A one-token step is bracketed for back ends that record and replay
      * steps (kernels.h, step_begin), whose contract has one position for
      * rope, kv_store and attention: only while no eviction has separated

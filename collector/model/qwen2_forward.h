@@ -43,8 +43,9 @@ typedef struct md_qwen2_forward_options {
   int64_t capacity;   /* slots of the KV cache: tokens it holds at once (prompt +
                          decoded tokens, less those evicted);
                          0 = max_position_embeddings */
-  int64_t max_batch;  /* tokens per prefill chunk (longer prompts are run in
-                         chunks, with identical results); 0 = 1024 */
+  int64_t max_batch;  /* most tokens per prefill chunk (longer prompts are run
+                         in chunks of equal size, with identical results);
+                         0 = 2048 */
 } md_qwen2_forward_options;
 
 /* Checks that the weights' shapes agree with the config, prepares them for
