@@ -139,13 +139,13 @@ typedef struct tile_scratch {
 /* Prefill through our own kernels (md_cpu_prefill_kernels): the same tile,
  * the queries read and the outputs written in place, the keys from the
  * packed panels of this KV head. The scores' rows are ld floats apart, ld
- * the tile's keys rounded up to the kernels' 16-key panels. */
+ * the tile's keys rounded up to the kernels' panels (md_cpu_prefill_ld). */
 static void attend_group_tile_own(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
                                   const tile_scratch *ts, float *colsum, const float *packed) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
   int64_t stride = (int64_t)s->n_heads * hd, m = group * rows;
-  int64_t n_keys_tile = a->pos0 + t0 + rows, ld = (n_keys_tile + 15) / 16 * 16;
+  int64_t n_keys_tile = a->pos0 + t0 + rows, ld = md_cpu_prefill_ld(n_keys_tile);
   for (int j = 0; j < group; j++)
     for (int64_t i = 0; i < rows; i++) {
       int64_t r = j * rows + i, offset = (t0 + i) * stride + (h0 + j) * hd;
@@ -207,10 +207,11 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   int64_t tile = prefill_tile_rows(s, a->pos0, n), group = s->n_heads / s->n_kv_heads;
   int64_t tiles = (n + tile - 1) / tile, tasks = tiles * s->n_kv_heads;
   size_t n_keys = (size_t)(a->pos0 + n);
-  /* sgemm: stacked queries, outputs and scores; ours: scores, rows padded to 16. */
+  /* sgemm: stacked queries, outputs and scores; ours: scores, rows padded
+   * to the kernels' stride. */
   bool own = md_cpu_prefill_kernels(a->isa, hd);
   size_t scratch_floats = (size_t)(group * tile) *
-                          (own ? (n_keys + 15) / 16 * 16 : (size_t)(2 * hd) + n_keys);
+                          (own ? (size_t)md_cpu_prefill_ld((int64_t)n_keys) : (size_t)(2 * hd) + n_keys);
   size_t packed_floats = (size_t)md_cpu_packed_keys_floats((int64_t)n_keys, hd);
   float *packed = own ? malloc((size_t)s->n_kv_heads * packed_floats * sizeof(float)) : NULL;
   float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;

@@ -34,9 +34,9 @@
 #define MD_BLOCK_ROWS 6
 #define MD_VALUE_CHUNK 256 /* keys: 6 rows of weights, 6 KiB, stay in L1 */
 
-int64_t md_cpu_packed_keys_floats(int64_t n, int hd) {
-  return (n + MD_PANEL - 1) / MD_PANEL * MD_PANEL * hd;
-}
+int64_t md_cpu_prefill_ld(int64_t n) { return (n + MD_PANEL - 1) / MD_PANEL * MD_PANEL; }
+
+int64_t md_cpu_packed_keys_floats(int64_t n, int hd) { return md_cpu_prefill_ld(n) * hd; }
 
 void md_cpu_pack_keys(float *packed, const float *keys, int64_t n, int hd) {
   int64_t panels = (n + MD_PANEL - 1) / MD_PANEL;

@@ -79,7 +79,8 @@ bool md_cpu_decode_values(md_cpu_isa isa, float *out, const float *p, int64_t ld
  *     keys[j * hd + d] for j < visible[i]; entries of a row beyond its
  *     visible keys, up to the next multiple of 16 of the largest visible[]
  *     of its block of 6 rows, are written with unspecified values, so ld
- *     must be at least that multiple of 16;
+ *     must be at least that multiple of 16 (md_cpu_prefill_ld of the
+ *     largest visible[] is);
  *   md_cpu_prefill_values: out_rows[i][d] = sum_{k < visible[i]} p[i * ld + k]
  *     values[k * hd + d] for d < hd; p[i * ld + k] must be 0 for k from
  *     visible[i] up to the largest visible[] (the kernel may read them).
@@ -87,6 +88,7 @@ bool md_cpu_decode_values(md_cpu_isa isa, float *out, const float *p, int64_t ld
  * whether `isa` has them for head_dim `hd` (AVX2 and AVX-512 paths, hd a
  * multiple of 16); the two products return false, writing nothing, where it
  * does not, and the caller uses sgemm. */
+int64_t md_cpu_prefill_ld(int64_t n); /* n rounded up to the next multiple of 16 */
 int64_t md_cpu_packed_keys_floats(int64_t n, int hd);
 void md_cpu_pack_keys(float *packed, const float *keys, int64_t n, int hd);
 bool md_cpu_prefill_kernels(md_cpu_isa isa, int hd);
