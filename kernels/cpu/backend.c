@@ -11,9 +11,13 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 
-/* Weight tiles for the prefill sgemm: at most this many floats (16 MiB) of
- * converted weights at a time. */
-#define MD_GEMM_SCRATCH_FLOATS ((size_t)4 << 20)
+/* Weight tiles for the prefill sgemm: at most this many floats (64 MiB) of
+ * converted weights at a time, so every matrix of Qwen2.5-0.5B and -1.5B
+ * (the largest, 1.5B's MLP, 8960 x 1536 = 13.8M floats) is one tile and one
+ * sgemm call: split in two, the down projection packed its 1,700 x 4,864
+ * activations twice and ran as two narrower products. The pages are touched
+ * only when F16/BF16 weights are converted. */
+#define MD_GEMM_SCRATCH_FLOATS ((size_t)16 << 20)
 /* Below this many rows a "matrix" product runs as repeated matvecs. */
 #define MD_GEMM_MIN_ROWS 4
 
