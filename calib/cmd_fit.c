@@ -2,6 +2,9 @@
  * request, the Kaplan-Meier curves as CSV and a figure). */
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef __GLIBC__ /* defined by the headers above */
+#include <malloc.h>
+#endif
 
 #include "calib/cli.h"
 #include "calib/commands.h"
@@ -129,7 +132,24 @@ static int parse_options(int argc, char **argv, fit_options *options) {
   return -1;
 }
 
+/* fit allocates and frees arrays of a region's size many times over (the
+ * sort's scratch, the Kaplan-Meier curve and its quantiles, the risk sets).
+ * glibc serves blocks above its mmap threshold (dynamic, 128 KiB up to
+ * 32 MiB) with fresh mappings and unmaps them on free, so every such array
+ * faults in newly zeroed pages: on 10 million distinct times that was
+ * 1.5-1.8 s of system time out of 10-12 s. Kept in the heap instead (up to
+ * 32 MiB a block, glibc's largest threshold; freed memory kept for reuse up
+ * to 512 MiB), the same run took 0.7 s of system time for 90 MB more peak
+ * memory. Process-wide settings, so made here and not in the library. */
+static void keep_freed_memory(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
+
 int md_cmd_fit(int argc, char **argv) {
+  keep_freed_memory();
   fit_options options = {0};
   int exit_code = parse_options(argc, argv, &options);
   if (exit_code < 0) exit_code = md_fit_job_run(&options.job);

@@ -236,12 +236,8 @@ static md_status run_test(md_risk_sweep *sweeps, size_t n_groups, md_logrank_res
     status = md_fail(err, MD_E_NOMEM, "log-rank test: out of memory");
   /* Numbers at risk are multiplied together (a_j a_k, n (n - 1)): beyond
    * this total their products overflow and the statistic would be NaN. */
-  double weight = 0.0;
-  for (size_t k = 0; k < n_groups; k++) {
-    md_surv_totals totals;
-    md_surv_table_totals(sweeps[k].table, &totals);
-    weight += totals.weight;
-  }
+  double weight = 0.0; /* md_surv_table_totals' weights, summed once per sweep */
+  for (size_t k = 0; k < n_groups; k++) weight += sweeps[k].total_weight;
   if (status == MD_OK && !(weight <= MD_SURV_MAX_TOTAL_WEIGHT)) {
     not_estimable(result, NAN, "the weights sum to more than 1e150: the variance would overflow");
     return MD_OK;

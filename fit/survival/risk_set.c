@@ -13,7 +13,10 @@ md_status md_risk_sweep_init(const md_surv_table *table, md_risk_sweep *sweep, m
   sweep->table = table;
   sweep->rows_left = table->n;
   size_t n = 0;
-  for (size_t i = 0; i < table->n; i++) n += table->entry[i] > 0.0;
+  for (size_t i = 0; i < table->n; i++) {
+    n += table->entry[i] > 0.0;
+    sweep->total_weight += table->weight[i];
+  }
   sweep->entries = malloc((n ? n : 1) * sizeof *sweep->entries);
   if (!sweep->entries) return md_fail(err, MD_E_NOMEM, "risk set: out of memory");
   for (size_t i = 0; i < table->n; i++)
@@ -23,25 +26,7 @@ md_status md_risk_sweep_init(const md_surv_table *table, md_risk_sweep *sweep, m
   return MD_OK;
 }
 
-double md_risk_sweep_to(md_risk_sweep *sweep, double t, double *events, double *censored) {
-  const md_surv_table *table = sweep->table;
-  double ended_event = 0.0, ended_censored = 0.0;
-  for (; sweep->rows_left > 0 && table->time[sweep->rows_left - 1] >= t; sweep->rows_left--) {
-    size_t i = sweep->rows_left - 1;
-    sweep->at_risk += table->weight[i];
-    if (table->time[i] != t) continue;
-    if (table->event[i]) ended_event += table->weight[i];
-    else ended_censored += table->weight[i];
-  }
-  for (; sweep->entries_removed < sweep->n_entries &&
-         sweep->entries[sweep->entries_removed].entry >= t;
-       sweep->entries_removed++)
-    sweep->at_risk -= sweep->entries[sweep->entries_removed].weight;
-  if (events) *events = ended_event;
-  if (censored) *censored = ended_censored;
-  return sweep->at_risk;
-}
-
+/* total_weight is the table's and stays. */
 void md_risk_sweep_reset(md_risk_sweep *sweep) {
   sweep->rows_left = sweep->table->n;
   sweep->entries_removed = 0;
