@@ -160,7 +160,7 @@ dec_tps = steps / num(ours, "decode_s")
 dec_limit = bw * 1e9 / read_bytes
 r = dec_tps / dec_limit
 print(f"decode: {dec_tps:.2f} tok/s; limit {dec_limit:.2f} tok/s ({read_bytes / 1e6:.0f} MB of weights per token) "
-      f"-> ratio {r:.2f} (target >= 0.85: {verdict(r >= 0.85)})")
+      f"-> ratio {r:.3f} (target >= 0.85: {verdict(r >= 0.85)})")
 best = 1.0 / num(ours, "decode_best_step_s") / dec_limit
 print(f"        fastest single step: {1.0 / num(ours, 'decode_best_step_s'):.2f} tok/s -> ratio {best:.2f} "
       f"(a shared machine's noise shows as a gap between the two ratios)")
@@ -170,7 +170,7 @@ pre_tps = n / num(ours, "prefill_s")
 pre_limit = peak * 1e9 / flops
 r = pre_tps / pre_limit
 print(f"prefill: {pre_tps:.1f} tok/s ({num(ours, 'prefill_s'):.2f} s); limit {pre_limit:.1f} tok/s at the FMA peak "
-      f"({flops / 1e6:.0f} MFLOP per token) -> ratio {r:.2f} (target >= 0.60: {verdict(r >= 0.60)}); "
+      f"({flops / 1e6:.0f} MFLOP per token) -> ratio {r:.3f} (target >= 0.60: {verdict(r >= 0.60)}); "
       f"{pre_tps * flops / 1e9 / num(lim, 'sgemm_gflops'):.2f} of the best BLAS kernel's sgemm")
 
 rss = num(ours, "peak_rss_kb") * 1024

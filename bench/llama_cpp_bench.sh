@@ -223,8 +223,8 @@ for d in dtypes:
     ratio = ours / llb
     share = ours * flops / 1e9 / peak
     print(f"  prefill {prompt} tokens, capture on: ours {ours:.1f} tok/s, llama.cpp {llb:.1f} tok/s ({fa_text}) "
-          f"-> {ratio:.2f}x (target >= 1.5: {verdict(ratio >= 1.5)})")
-    print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.2f} of the FMA peak "
+          f"-> {ratio:.3f}x (target >= 1.5: {verdict(ratio >= 1.5)})")
+    print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.3f} of the FMA peak "
           f"(target >= 0.6: {verdict(share >= 0.6)}); {ours * flops / 1e9 / float(lim['sgemm_gflops']):.2f} of sgemm")
     # decode
     # One dict per round: depth -> its row.
@@ -244,7 +244,7 @@ for d in dtypes:
         ratio = best_on / llb
         where = "from an empty cache" if depth == 0 else f"after {depth} tokens"
         print(f"  decode {where}, capture on: ours {best_on:.2f} tok/s (off {best_off:.2f}), llama.cpp "
-              f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.2f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
+              f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.3f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
         print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "
-              f"{best_on / limit:.2f} of the bandwidth limit (target >= 0.85: {verdict(best_on / limit >= 0.85)})")
+              f"{best_on / limit:.3f} of the bandwidth limit (target >= 0.85: {verdict(best_on / limit >= 0.85)})")
 PY
