@@ -102,8 +102,12 @@ static bool hash_grow(record_hash *hash) {
 
 typedef enum aggregate_outcome { AGGREGATED, TOO_MANY_DISTINCT } aggregate_outcome;
 
+/* Rows after which a table with more than half of them distinct gives up
+ * the hash (only for tables of at least 4 times as many rows). */
+enum { HASH_PROBE_ROWS = 65536 };
+
 /* Aggregates all rows into the hash unless more than max_distinct distinct
- * rows occur. Validation of every row happens here or in the sort path. */
+ * rows occur, or more than half of the first HASH_PROBE_ROWS. Validation of every row happens here or in the sort path. */
 static md_status hash_aggregate(const md_surv_data *data, size_t max_distinct, record_hash *hash,
                                 aggregate_outcome *outcome, md_surv_table *table,
                                 md_error *err) {
@@ -113,6 +117,14 @@ static md_status hash_aggregate(const md_surv_data *data, size_t max_distinct, r
   if (!hash->slots) return md_fail(err, MD_E_NOMEM, "survival data: out of memory");
   *outcome = AGGREGATED;
   for (size_t i = 0; i < data->n; i++) {
+    /* Most of a long prefix distinct: the data is not of the kind the hash
+     * is for (real-valued times), so sort now rather than hash n / 8 rows
+     * first. The sort path validates every row and gives the same table. */
+    if (i == HASH_PROBE_ROWS && data->n >= 4 * (size_t)HASH_PROBE_ROWS &&
+        hash->count > HASH_PROBE_ROWS / 2) {
+      *outcome = TOO_MANY_DISTINCT;
+      return MD_OK;
+    }
     surv_record record;
     md_status status = read_row(data, i, &record, table, err);
     if (status != MD_OK) return status;

@@ -166,6 +166,38 @@ static void test_table_sort_path(void) {
   free(event);
 }
 
+/* Real-valued times in a table long enough for the hash to give up after
+ * its first 65,536 rows (all distinct here) and sort instead: 150,000 keys,
+ * each twice (weights 1, then 2), must merge to 150,000 rows of weight 3;
+ * a bad row after the switch is still reported by its index. */
+static void test_table_probe_switch(void) {
+  size_t keys = 150000, n = 2 * keys;
+  double *time = malloc(n * sizeof *time), *weight = malloc(n * sizeof *weight);
+  uint8_t *event = malloc(n);
+  for (size_t i = 0; i < n; i++) {
+    size_t k = i % keys;
+    time[i] = 1.0 + (double)k * 0.613;
+    event[i] = (uint8_t)(k % 3 == 0);
+    weight[i] = i < keys ? 1.0 : 2.0;
+  }
+  md_surv_data data = {n, time, event, NULL, weight};
+  md_surv_table t;
+  md_error err = {0};
+  CHECK(md_surv_table_build(&data, &t, &err) == MD_OK);
+  CHECK_MSG(t.n == keys, "%zu rows, expected %zu", t.n, keys);
+  int weights_ok = 1;
+  for (size_t i = 0; i < t.n; i++) weights_ok &= t.weight[i] == 3.0;
+  CHECK(weights_ok && t.n_input == n);
+  check_sorted_and_merged(&t);
+  md_surv_table_free(&t);
+  time[200000] = NAN;
+  CHECK(md_surv_table_build(&data, &t, &err) == MD_E_INVALID);
+  CHECK_MSG(t.invalid_row == 200000, "invalid row %zu, expected 200000", t.invalid_row);
+  free(time);
+  free(weight);
+  free(event);
+}
+
 /* Integer times (the hash path): a million rows over 200 times and both
  * event values merge to at most 400 rows whose weights add up to 1e6. */
 static void test_table_hash_path(void) {
@@ -459,6 +491,7 @@ int main(void) {
   test_invalid_row_sort_path();
   test_table_by_hand();
   test_table_sort_path();
+  test_table_probe_switch();
   test_table_hash_path();
   test_exponential_no_events();
   test_exponential_by_hand();
