@@ -135,6 +135,21 @@ static void check_sorted_and_merged(const md_surv_table *t) {
   CHECK_MSG(ordered, "table not strictly sorted by (time, events first, entry)");
 }
 
+/* Builds the table of `data`, whose rows are `keys` distinct keys each
+ * twice (weights 1 and 2), and checks it: one sorted row per key, weight 3. */
+static void check_keys_merged(const md_surv_data *data, size_t keys) {
+  md_surv_table t;
+  md_error err = {0};
+  CHECK(md_surv_table_build(data, &t, &err) == MD_OK);
+  CHECK_MSG(t.n == keys && t.n_input == data->n, "%zu rows of %zu, expected %zu of %zu", t.n,
+            t.n_input, keys, data->n);
+  int weights_ok = 1;
+  for (size_t i = 0; i < t.n; i++) weights_ok &= t.weight[i] == 3.0;
+  CHECK(weights_ok);
+  check_sorted_and_merged(&t);
+  md_surv_table_free(&t);
+}
+
 /* Mostly distinct arbitrary doubles (the sort path): 120000 keys, each
  * twice with weights 1 and 2 in scattered order, must merge to 120000 rows
  * of weight 3. */
@@ -151,15 +166,7 @@ static void test_table_sort_path(void) {
     weight[i] = i < keys ? 1.0 : 2.0;
   }
   md_surv_data data = {n, time, event, entry, weight};
-  md_surv_table t;
-  md_error err = {0};
-  CHECK(md_surv_table_build(&data, &t, &err) == MD_OK);
-  CHECK_MSG(t.n == keys, "%zu rows, expected %zu", t.n, keys);
-  int weights_ok = 1;
-  for (size_t i = 0; i < t.n; i++) weights_ok &= t.weight[i] == 3.0;
-  CHECK(weights_ok);
-  check_sorted_and_merged(&t);
-  md_surv_table_free(&t);
+  check_keys_merged(&data, keys);
   free(time);
   free(entry);
   free(weight);
@@ -181,15 +188,9 @@ static void test_table_probe_switch(void) {
     weight[i] = i < keys ? 1.0 : 2.0;
   }
   md_surv_data data = {n, time, event, NULL, weight};
+  check_keys_merged(&data, keys);
   md_surv_table t;
   md_error err = {0};
-  CHECK(md_surv_table_build(&data, &t, &err) == MD_OK);
-  CHECK_MSG(t.n == keys, "%zu rows, expected %zu", t.n, keys);
-  int weights_ok = 1;
-  for (size_t i = 0; i < t.n; i++) weights_ok &= t.weight[i] == 3.0;
-  CHECK(weights_ok && t.n_input == n);
-  check_sorted_and_merged(&t);
-  md_surv_table_free(&t);
   time[200000] = NAN;
   CHECK(md_surv_table_build(&data, &t, &err) == MD_E_INVALID);
   CHECK_MSG(t.invalid_row == 200000, "invalid row %zu, expected 200000", t.invalid_row);
