@@ -107,7 +107,8 @@ typedef enum aggregate_outcome { AGGREGATED, TOO_MANY_DISTINCT } aggregate_outco
 enum { HASH_PROBE_ROWS = 65536 };
 
 /* Aggregates all rows into the hash unless more than max_distinct distinct
- * rows occur, or more than half of the first HASH_PROBE_ROWS. Validation of every row happens here or in the sort path. */
+ * rows occur, or more than half of the first HASH_PROBE_ROWS are distinct.
+ * Validation of every row happens here or in the sort path. */
 static md_status hash_aggregate(const md_surv_data *data, size_t max_distinct, record_hash *hash,
                                 aggregate_outcome *outcome, md_surv_table *table,
                                 md_error *err) {
