@@ -10,7 +10,7 @@
  *       product with the OpenBLAS core it ran on (the best BLAS kernel when
  *       the caller chose the core, as the scripts do)
  *   inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
- *                       [--capture-steps N] [--prefill-capture]
+ *                       [--capture-steps N] [--prefill-capture] [--warmup]
  *       prefill of the prompt (raw little-endian int32 token ids; with
  *       --prefill-capture, capturing the attention every prompt token
  *       receives, as the collector does), then N greedy decode steps;
@@ -19,13 +19,20 @@
  *       that alternate capture off and capture on (mean over heads, all
  *       layers, the row read back through two buffers as the collector
  *       does), so that both see the same positions and the same machine
- *       noise; prints the time of each half.
+ *       noise; prints the time of each half. With --warmup, one untimed
+ *       prefill of the same prompt runs first and the cache is emptied, as
+ *       llama-bench does before it times: the first pass through a freshly
+ *       mapped checkpoint pays the page faults of every weight page and
+ *       every buffer, which a collector, running many prompts in one
+ *       process, pays once.
  *   inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]
- *                         [--steps N] [--threads N]
+ *                         [--steps N] [--threads N] [--warmup]
  *       decode speed against context depth: for each depth (ascending) the
  *       cache is filled to it by prefilling random token ids (untimed), then
  *       N decode steps alternate capture off and on as above; prints each
- *       depth's times and the KV-cache bytes a step reads there.
+ *       depth's times and the KV-cache bytes a step reads there. With
+ *       --warmup, one untimed decode step runs first (then the cache is
+ *       emptied), as llama-bench's warm-up generation.
  *
  * Output is "key value" lines for the script to read. */
 #include <cblas.h>
@@ -347,7 +354,7 @@ static int64_t kv_bytes_per_token(const md_qwen2_config *c) {
 }
 
 static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
-                   int64_t capture_steps, bool prefill_capture) {
+                   int64_t capture_steps, bool prefill_capture, bool warmup) {
   md_error err;
   int64_t n = 0;
   int32_t *prompt = read_prompt(prompt_path, &n);
@@ -372,6 +379,11 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
     md_qwen2_capture capture = {.received = received, .layer_begin = 0,
                                 .layer_end = c->num_hidden_layers, .heads = MD_CAPTURE_HEADS_MEAN};
     if (md_qwen2_set_capture(fw, &capture, &err) != MD_OK) return fail(&err);
+  }
+  if (warmup) {
+    if (md_qwen2_prefill(fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
+    md_qwen2_reset(fw);
+    if (received) k->ops->buf_zero(k, received, 0, (size_t)n);
   }
   double t0 = now();
   if (md_qwen2_prefill(fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
@@ -445,7 +457,8 @@ static void random_tokens(int32_t *out, int64_t n, int vocab, uint64_t *state) {
   }
 }
 
-static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int threads) {
+static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int threads,
+                     bool warmup) {
   int64_t depths[16];
   int n_depths = 0;
   for (const char *p = depth_list; *p && n_depths < 16;) {
@@ -473,6 +486,10 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   printf("isa %s\n", md_kernels_cpu_isa(k));
   printf("threads %d\n", threads);
   printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token(c));
+  if (warmup) {
+    if (md_qwen2_decode(fw, token, &err) != MD_OK) return fail(&err);
+    md_qwen2_reset(fw);
+  }
   for (int i = 0; i < n_depths; i++) {
     double t0 = now();
     while (md_qwen2_position(fw) < depths[i]) {
@@ -504,7 +521,7 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
 int main(int argc, char **argv) {
   int threads = omp_get_num_procs();
   int64_t decode_steps = 256, capture_steps = -1, depth_steps = 32;
-  bool prefill_capture = false;
+  bool prefill_capture = false, warmup = false;
   const char *depths = "0,1024,4096,16384";
   const char *positional[3] = {0};
   int npos = 0;
@@ -513,6 +530,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--decode") && i + 1 < argc) decode_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--capture-steps") && i + 1 < argc) capture_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--prefill-capture")) prefill_capture = true;
+    else if (!strcmp(argv[i], "--warmup")) warmup = true;
     else if (!strcmp(argv[i], "--depths") && i + 1 < argc) depths = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) depth_steps = atoll(argv[++i]);
     else if (npos < 3) positional[npos++] = argv[i];
@@ -521,13 +539,13 @@ int main(int argc, char **argv) {
   if (npos == 1 && !strcmp(positional[0], "limits")) return cmd_limits(threads);
   if (npos == 3 && !strcmp(positional[0], "run"))
     return cmd_run(positional[1], positional[2], decode_steps, threads,
-                   capture_steps < 0 ? decode_steps : capture_steps, prefill_capture);
+                   capture_steps < 0 ? decode_steps : capture_steps, prefill_capture, warmup);
   if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
-    return cmd_depth(positional[1], depths, depth_steps, threads);
+    return cmd_depth(positional[1], depths, depth_steps, threads, warmup);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
-                  "                           [--capture-steps N] [--prefill-capture]\n"
+                  "                           [--capture-steps N] [--prefill-capture] [--warmup]\n"
                   "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
-                  "                             [--steps N (>= 2)] [--threads N]\n");
+                  "                             [--steps N (>= 2)] [--threads N] [--warmup]\n");
   return 2;
 }

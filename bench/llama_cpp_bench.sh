@@ -12,7 +12,9 @@
 # The limits are this machine's, measured by bench/inference_bench before
 # and after the runs, the better of the two taken (an FMA loop at the widest
 # vector width on all threads; the better of a STREAM triad and an f32
-# GEMV); the CPU model and flags are printed with them.
+# GEMV); the CPU model and flags are printed with them. Both engines are
+# timed warm: llama-bench runs an untimed prompt and generation first, and
+# inference_bench is given --warmup to do the same.
 #
 # llama.cpp comes from a registry package: PyPI's llama-cpp-python sdist
 # (pinned, its sha256 checked against PyPI's) carries the llama.cpp tree in
@@ -158,8 +160,8 @@ while [ "$r" -le "$rounds" ]; do
     ckpt=$work/qwen$tag-shapes-$d
     echo "round $r/$rounds, $d: ours ..." >&2
     "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
-      --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
-    "$bench" depth "$ckpt" --depths "0,$prompt" --steps "$decode" --threads "$threads" \
+      --warmup --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
+    "$bench" depth "$ckpt" --depths "0,$prompt" --steps "$decode" --warmup --threads "$threads" \
       >"$out/ours-decode-$d-$r.txt" 2>/dev/null
     echo "round $r/$rounds, $d: llama.cpp ..." >&2
     "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p "$prompt" -n 0 -fa 0,1 -r 1 -o jsonl \

@@ -71,8 +71,12 @@ static void describe_blas(void) {
   md_blas_decision d = md_blas_core_decide(&env, core, &facts);
   char library[64];
   md_blas_library(library, sizeof library);
-  printf("blas: %s, core %s (best for this CPU: %s)", library, *core ? core : "unknown",
-         d.best ? d.best : "any");
+  /* A core as good as the one this CPU deserves is named as the best:
+   * OpenBLAS 0.3.21 runs AMD Zen 4 on Cooperlake, SkylakeX's kernels plus
+   * BF16 ones, which is right, and "best: SkylakeX" would read as a fault. */
+  const char *best = d.best ? d.best : "any";
+  if (d.best && *core && md_blas_core_rank(core) >= md_blas_core_rank(d.best)) best = core;
+  printf("blas: %s, core %s (best for this CPU: %s)", library, *core ? core : "unknown", best);
   switch (d.origin) {
     case MD_BLAS_ORIGIN_LIBRARY: break;
     case MD_BLAS_ORIGIN_USER: printf(" (set by " MD_BLAS_ENV_CORETYPE ")"); break;

@@ -37,7 +37,9 @@ const char *md_cpu_isa_name(md_cpu_isa isa);
 
 /* y[r] = sum_c W[r, c] * x[c] (+ bias[r]) for r in [0, rows): one row of
  * activations against a weight matrix in its file dtype, fp32 accumulation,
- * rows split across `threads` OpenMP threads. bias may be NULL. */
+ * rows handed out in chunks to `threads` OpenMP threads as they come free
+ * (the bits of every row are the same whatever the thread count). bias may
+ * be NULL. */
 void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
                    int64_t rows, int64_t cols, const float *x, const float *bias);
 

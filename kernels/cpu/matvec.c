@@ -29,6 +29,8 @@
 /* Matrices smaller than this many elements run on one thread: waking the
  * team costs more than the work. */
 #define MD_MATVEC_PARALLEL_MIN (1 << 15)
+#define MD_MATVEC_CHUNKS_PER_THREAD 8
+#define MD_MATVEC_CHUNK_MIN_BYTES (64u << 10)
 
 static inline float bf16_to_f32(uint16_t bits) {
   union { uint32_t u; float f; } v = {.u = (uint32_t)bits << 16};
@@ -216,13 +218,30 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
                    int64_t rows, int64_t cols, const float *x, const float *bias) {
   matvec_fn kernel = pick_matvec(isa, dtype);
   int team = rows * cols >= MD_MATVEC_PARALLEL_MIN ? threads : 1;
-#pragma omp parallel num_threads(team)
-  {
-    /* One contiguous slice of rows per thread, each streamed on its own. */
-    int64_t nthreads = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t per = (rows + nthreads - 1) / nthreads, r0 = t * per, r1 = r0 + per;
-    if (r1 > rows) r1 = rows;
-    if (r0 < r1) kernel(y, w, x, r0, r1, cols, bias);
+  if (team == 1) {
+    kernel(y, w, x, 0, rows, cols, bias);
+    return;
+  }
+  /* Chunks of rows handed out as threads come free, not one fixed slice per
+   * thread: on a shared machine one core is often slowed for a while, and
+   * with fixed slices every other thread waited for it at the barrier (a
+   * fifth of a decode step on a 2-core VM). MD_MATVEC_CHUNKS_PER_THREAD
+   * chunks each, at least MD_MATVEC_CHUNK_MIN_BYTES of weights so that the
+   * kernel's four streams stay long enough for the prefetchers; a multiple
+   * of 4 rows, so that every row but the last < 4 goes through the kernels'
+   * four-row path whatever the thread count (row results do not depend on
+   * the split). */
+  size_t row_bytes = (size_t)cols * (dtype == MD_DTYPE_F32 ? 4u : 2u);
+  int64_t chunk = rows / ((int64_t)team * MD_MATVEC_CHUNKS_PER_THREAD);
+  int64_t min_rows = (int64_t)(MD_MATVEC_CHUNK_MIN_BYTES / row_bytes);
+  if (chunk < min_rows) chunk = min_rows;
+  chunk = (chunk + 3) & ~(int64_t)3;
+  int64_t chunks = (rows + chunk - 1) / chunk;
+  if (chunks < team) team = (int)chunks;
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
+  for (int64_t i = 0; i < chunks; i++) {
+    int64_t r0 = i * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    kernel(y, w, x, r0, r1, cols, bias);
   }
 }
 

@@ -53,8 +53,11 @@ static const md_dtype DTYPES[] = {MD_DTYPE_F32, MD_DTYPE_F16, MD_DTYPE_BF16};
 
 /* y = W x + b: within 1e-5 of sum |w x| (fp32 accumulation of up to 4k terms). */
 static void test_matvec(md_cpu_isa isa) {
+  /* {64, 4099}, {1031, 96} and {150, 1024} are large enough for the team:
+   * several chunks of rows each, the last one short and, for 1031 and 150
+   * rows, ending in rows outside the four-row path. */
   const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 16}, {13, 37}, {9, 2049}, {64, 4099}, {1031, 96},
-                               {5, 50}, {8, 31}, {12, 48}};
+                               {5, 50}, {8, 31}, {12, 48}, {150, 1024}};
   for (size_t d = 0; d < 3; d++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
@@ -62,7 +65,7 @@ static void test_matvec(md_cpu_isa isa) {
       void *w = malloc((size_t)(rows * cols) * 4);
       double *wv = malloc((size_t)(rows * cols) * sizeof(double));
       float *x = malloc((size_t)cols * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
-      float *y = malloc((size_t)rows * sizeof(float));
+      float *y = malloc((size_t)rows * sizeof(float)), *y1 = malloc((size_t)rows * sizeof(float));
       for (int64_t i = 0; i < rows * cols; i++) wv[i] = random_weight(w, dtype, (size_t)i);
       for (int64_t c = 0; c < cols; c++) x[c] = uniform(-2.0f, 2.0f);
       for (int64_t r = 0; r < rows; r++) bias[r] = uniform(-1.0f, 1.0f);
@@ -78,7 +81,16 @@ static void test_matvec(md_cpu_isa isa) {
                     "matvec %s isa %d [%lld x %lld] row %lld: %.9g vs %.9g", md_dtype_name(dtype),
                     (int)isa, (long long)rows, (long long)cols, (long long)r, y[r], want);
         }
+        /* Rows are handed to threads in chunks of a multiple of 4 rows:
+         * every row takes the same path, so the bits do not depend on the
+         * thread count. */
+        if (threads == 1) memcpy(y1, y, (size_t)rows * sizeof(float));
+        else
+          CHECK_MSG(!memcmp(y1, y, (size_t)rows * sizeof(float)),
+                    "matvec %s isa %d [%lld x %lld]: %d threads differ from 1 thread",
+                    md_dtype_name(dtype), (int)isa, (long long)rows, (long long)cols, threads);
       }
+      free(y1);
       free(w);
       free(wv);
       free(x);
