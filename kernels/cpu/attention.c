@@ -19,7 +19,10 @@
  * query head (7 times for Qwen2.5-0.5B's 14/2 heads): at a long context the
  * cache is the larger part of what a step reads. The keys are cut into
  * blocks of MD_ATTN_DECODE_BLOCK; a task is one KV head's block, so every
- * thread has work however few KV heads there are. Three passes: the scores
+ * thread has work however few KV heads there are, and tasks go to threads
+ * as they come free (a core slowed by another process does not hold the
+ * other at the barrier; every task writes its own scores and partial
+ * output, so the split changes no result). Three passes: the scores
  * S = scale * Q_group K_block^T, the softmax of each head's row, the partial
  * outputs P_block V_block, which are then added in block order: the result
  * does not depend on the thread count. The two products are our own
@@ -305,7 +308,7 @@ static int decode(const attn_task *a, int threads) {
   if (!partial) return 1;
 #pragma omp parallel num_threads(threads)
   {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 2)
     for (int64_t task = 0; task < tasks; task++) {
       int64_t k0, len;
       int h0 = task_keys(a, task, blocks, &k0, &len);
@@ -318,7 +321,7 @@ static int decode(const attn_task *a, int threads) {
 #pragma omp for schedule(static)
     for (int head = 0; head < s->n_heads; head++)
       softmax_rows(a, head, scores + (size_t)head * (size_t)n_keys, n_keys, 0, 1, n_keys, NULL);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 2)
     for (int64_t task = 0; task < tasks; task++) {
       int64_t k0, len;
       int h0 = task_keys(a, task, blocks, &k0, &len);

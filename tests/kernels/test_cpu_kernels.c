@@ -711,6 +711,61 @@ static void test_kv_compact(md_kernels *k) {
   k->ops->buf_free(k, cache);
 }
 
+/* A decode step over 520 keys (three blocks) on 1, 2 and 3 threads: the
+ * blocks go to threads as they come free, so the output and the capture
+ * must be the same bits whatever the thread count. */
+static void test_decode_split(md_cpu_kernels path) {
+  enum { KEYS = 520 };
+  md_attn_shape shape = {.layer = 0, .n_heads = AH, .n_kv_heads = AKV, .head_dim = AD, .capacity = ACAP};
+  float *q = malloc(AH * AD * sizeof(float));
+  float *keys = malloc(KEYS * AKV * AD * sizeof(float)), *values = malloc(KEYS * AKV * AD * sizeof(float));
+  for (int i = 0; i < AH * AD; i++) q[i] = uniform(-2.5f, 2.5f);
+  for (int i = 0; i < KEYS * AKV * AD; i++) {
+    keys[i] = uniform(-1, 1);
+    values[i] = uniform(-1, 1);
+  }
+  float first_out[AH * AD], first_received[ACAP];
+  for (int threads = 1; threads <= 3; threads++) {
+    md_cpu_options options = {.threads = threads, .kernels = path};
+    md_kernels *k = NULL;
+    md_error err;
+    CHECK(md_kernels_cpu_new(&options, &k, &err) == MD_OK);
+    md_kbuf *cache = NULL, *out = NULL, *received = NULL;
+    CHECK(k->ops->buf_new(k, 2 * AKV * ACAP * AD, &cache, &err) == MD_OK);
+    CHECK(k->ops->buf_new(k, AH * AD, &out, &err) == MD_OK);
+    CHECK(k->ops->buf_new(k, ACAP, &received, &err) == MD_OK);
+    k->ops->buf_zero(k, received, 0, ACAP);
+    md_kbuf *qb = upload(k, q, AH * AD), *kb = upload(k, keys, KEYS * AKV * AD);
+    md_kbuf *vb = upload(k, values, KEYS * AKV * AD);
+    k->ops->kv_store(k, cache, kb, vb, &shape, 0, KEYS);
+    md_attn_capture capture = {.received = received, .weight = 0.5f, .heads = MD_CAPTURE_HEADS_MEAN};
+    k->ops->attention(k, out, qb, cache, &shape, KEYS - 1, 1, NULL, &capture);
+    CHECK(k->ops->sync(k, &err) == MD_OK);
+    float *got = download(k, out, AH * AD), *got_received = download(k, received, ACAP);
+    if (threads == 1) {
+      memcpy(first_out, got, sizeof first_out);
+      memcpy(first_received, got_received, sizeof first_received);
+    } else {
+      CHECK_MSG(!memcmp(first_out, got, sizeof first_out),
+                "decode attention on %d threads differs from 1 thread", threads);
+      CHECK_MSG(!memcmp(first_received, got_received, sizeof first_received),
+                "decode capture on %d threads differs from 1 thread", threads);
+    }
+    free(got);
+    free(got_received);
+    k->ops->buf_free(k, qb);
+    k->ops->buf_free(k, kb);
+    k->ops->buf_free(k, vb);
+    k->ops->buf_free(k, received);
+    k->ops->buf_free(k, out);
+    k->ops->buf_free(k, cache);
+    md_kernels_free(k);
+  }
+  free(q);
+  free(keys);
+  free(values);
+}
+
 static void test_backend(md_cpu_kernels path) {
   md_cpu_options options = {.threads = 2, .kernels = path};
   md_kernels *k = NULL;
@@ -724,6 +779,7 @@ static void test_backend(md_cpu_kernels path) {
   test_attention(k);
   test_kv_compact(k);
   md_kernels_free(k);
+  test_decode_split(path);
   md_cpu_options negative = {.threads = -1};
   CHECK(md_kernels_cpu_new(&negative, &k, &err) == MD_E_INVALID);
 }
