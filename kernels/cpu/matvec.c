@@ -235,6 +235,7 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
   int64_t chunk = rows / ((int64_t)team * MD_MATVEC_CHUNKS_PER_THREAD);
   int64_t min_rows = (int64_t)(MD_MATVEC_CHUNK_MIN_BYTES / row_bytes);
   if (chunk < min_rows) chunk = min_rows;
+  if (chunk < 4) chunk = 4; /* rows of more than 64 KiB, few of them */
   chunk = (chunk + 3) & ~(int64_t)3;
   int64_t chunks = (rows + chunk - 1) / chunk;
   if (chunks < team) team = (int)chunks;

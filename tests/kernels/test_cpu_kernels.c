@@ -55,9 +55,10 @@ static const md_dtype DTYPES[] = {MD_DTYPE_F32, MD_DTYPE_F16, MD_DTYPE_BF16};
 static void test_matvec(md_cpu_isa isa) {
   /* {64, 4099}, {1031, 96} and {150, 1024} are large enough for the team:
    * several chunks of rows each, the last one short and, for 1031 and 150
-   * rows, ending in rows outside the four-row path. */
+   * rows, ending in rows outside the four-row path; {6, 17000}: a few rows
+   * of more than 64 KiB each (F32), two chunks. */
   const int64_t shapes[][2] = {{1, 1}, {3, 7}, {4, 16}, {13, 37}, {9, 2049}, {64, 4099}, {1031, 96},
-                               {5, 50}, {8, 31}, {12, 48}, {150, 1024}};
+                               {5, 50}, {8, 31}, {12, 48}, {150, 1024}, {6, 17000}};
   for (size_t d = 0; d < 3; d++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       int64_t rows = shapes[s][0], cols = shapes[s][1];
