@@ -12,7 +12,6 @@
  * run time. */
 #include <math.h>
 #include <stdbool.h>
-#include <omp.h>
 #include <string.h>
 
 #include "kernels/cpu/avx512.h"
@@ -231,7 +230,7 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
    * of 4 rows, so that every row but the last < 4 goes through the kernels'
    * four-row path whatever the thread count (row results do not depend on
    * the split). */
-  size_t row_bytes = (size_t)cols * (dtype == MD_DTYPE_F32 ? 4u : 2u);
+  size_t row_bytes = (size_t)cols * md_dtype_size(dtype);
   int64_t chunk = rows / ((int64_t)team * MD_MATVEC_CHUNKS_PER_THREAD);
   int64_t min_rows = (int64_t)(MD_MATVEC_CHUNK_MIN_BYTES / row_bytes);
   if (chunk < min_rows) chunk = min_rows;
@@ -248,7 +247,7 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
 
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,
                         int64_t cols, int64_t r0, int64_t r1) {
-  size_t row_bytes = (size_t)cols * (dtype == MD_DTYPE_F32 ? 4u : 2u);
+  size_t row_bytes = (size_t)cols * md_dtype_size(dtype);
   if (dtype == MD_DTYPE_F32) {
     memcpy(dst, (const char *)w + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
     return;
