@@ -8,9 +8,12 @@
  *       library's), the memory bandwidth (a STREAM-style triad and one large
  *       f32 cblas_sgemv), and the cblas_sgemm rate on a prefill-sized
  *       product with the OpenBLAS core it ran on (the best BLAS kernel when
- *       the caller chose the core, as the scripts do)
+ *       the caller chose the core, as the scripts do); on a CPU with AVX-512
+ *       BF16 also the BF16 dot-product peak (a vdpbf16ps loop, the limit of
+ *       --bf16-gemm) and md_gemm_bf16's rate on the same product
  *   inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
  *                       [--capture-steps N] [--prefill-capture] [--warmup]
+ *                       [--bf16-gemm]
  *       prefill of the prompt (raw little-endian int32 token ids; with
  *       --prefill-capture, capturing the attention every prompt token
  *       receives, as the collector does), then N greedy decode steps;
@@ -24,7 +27,8 @@
  *       llama-bench does before it times: the first pass through a freshly
  *       mapped checkpoint pays the page faults of every weight page and
  *       every buffer, which a collector, running many prompts in one
- *       process, pays once.
+ *       process, pays once. --bf16-gemm: the prompt's products of BF16
+ *       weights with AVX-512 BF16 (memdecay-calibrate collect --bf16-gemm).
  *   inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]
  *                         [--steps N] [--threads N] [--warmup]
  *       decode speed against context depth: for each depth (ascending) the
@@ -54,6 +58,7 @@
 #include "collector/model/qwen2_model.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/device.h"
 
 static double now(void) {
@@ -188,6 +193,32 @@ enum { ACCUMULATORS = 12 };
   return 2.0 * (lanes) * ACCUMULATORS * (double)iters;
 
 #ifdef MD_BENCH_X86
+/* The BF16 dot-product peak (vdpbf16ps: 16 lanes, two products and two
+ * additions each, 64 flops an instruction), the limit of --bf16-gemm's
+ * products, by the same twelve chains. */
+__attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(int64_t iters,
+                                                                    volatile float *sink) {
+#define DPBF16(acc, x, y) _mm512_dpbf16_ps(acc, (__m512bh)(x), (__m512bh)(y))
+#define BF16_SET1(v) _mm512_set1_ps(v)
+  __m512 x0 = BF16_SET1(1.00f), x1 = BF16_SET1(1.01f), x2 = BF16_SET1(1.02f), x3 = BF16_SET1(1.03f);
+  __m512 x4 = BF16_SET1(1.04f), x5 = BF16_SET1(1.05f), x6 = BF16_SET1(1.06f), x7 = BF16_SET1(1.07f);
+  __m512 x8 = BF16_SET1(1.08f), x9 = BF16_SET1(1.09f), x10 = BF16_SET1(1.10f), x11 = BF16_SET1(1.11f);
+  /* bf16 pairs (1e-3, 1e-3): the sums grow slowly and stay finite. */
+  __m512i a = _mm512_set1_epi32(0x3a833a83), b = _mm512_set1_epi32(0x3a833a83);
+  for (int64_t i = 0; i < iters; i++) {
+    x0 = DPBF16(x0, a, b); x1 = DPBF16(x1, a, b); x2 = DPBF16(x2, a, b); x3 = DPBF16(x3, a, b);
+    x4 = DPBF16(x4, a, b); x5 = DPBF16(x5, a, b); x6 = DPBF16(x6, a, b); x7 = DPBF16(x7, a, b);
+    x8 = DPBF16(x8, a, b); x9 = DPBF16(x9, a, b); x10 = DPBF16(x10, a, b); x11 = DPBF16(x11, a, b);
+  }
+#undef DPBF16
+#undef BF16_SET1
+  __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
+                             _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
+  sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
+  *sink = _mm512_reduce_add_ps(sum);
+  return 64.0 * ACCUMULATORS * (double)iters;
+}
+
 __attribute__((target("avx512f"))) static double fma_avx512(int64_t iters, volatile float *sink) {
   FMA_BODY(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
 }
@@ -225,9 +256,8 @@ static fma_loop widest_fma(const char **name) {
   return fma_scalar;
 }
 
-/* FP32 GFLOP/s of the FMA loop on `threads` threads at once, best of 5. */
-static double fma_peak_gflops(int threads, const char **isa) {
-  fma_loop loop = widest_fma(isa);
+/* GFLOP/s of `loop` on `threads` threads at once, best of 5. */
+static double loop_gflops(int threads, fma_loop loop) {
   volatile float sink[256];
   int64_t iters = 20000000; /* about 0.1 s per thread at 8 lanes, 3 GHz */
   double best = 0.0;
@@ -239,6 +269,40 @@ static double fma_peak_gflops(int threads, const char **isa) {
     if (rate > best) best = rate;
   }
   return best;
+}
+
+/* FP32 GFLOP/s of the FMA loop on `threads` threads at once, best of 5. */
+static double fma_peak_gflops(int threads, const char **isa) {
+  return loop_gflops(threads, widest_fma(isa));
+}
+
+/* The prefill-sized product of sgemm_gflops by md_gemm_bf16 (--bf16-gemm),
+ * best of 3; 0 when this CPU has no AVX-512 BF16. */
+static double bf16_gemm_gflops(int threads) {
+  if (!md_cpu_read_facts().avx512_bf16) return 0.0;
+  int64_t m = 1700, n = 4864, k = 896;
+  float *a = filled((size_t)(m * k), 0.5f), *c = filled((size_t)(m * n), 0.0f);
+  uint16_t *b = malloc((size_t)(n * k) * sizeof *b);
+  uint32_t *xs = malloc(md_gemm_bf16_x_words(m, k) * sizeof *xs);
+  uint32_t *ws = malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof *ws);
+  if (!b || !xs || !ws) {
+    fprintf(stderr, "inference_bench: out of memory\n");
+    exit(1);
+  }
+  for (int64_t i = 0; i < n * k; i++) b[i] = 0x3e80; /* 0.25 */
+  double best = 1e30;
+  for (int rep = 0; rep < 3; rep++) {
+    double t0 = now();
+    md_gemm_bf16(threads, c, a, b, NULL, m, n, k, xs, ws);
+    double dt = now() - t0;
+    if (dt < best) best = dt;
+  }
+  free(a);
+  free(b);
+  free(c);
+  free(xs);
+  free(ws);
+  return 2.0 * (double)(m * n * k) / best / 1e9;
 }
 
 static int cmd_limits(int threads) {
@@ -253,6 +317,12 @@ static int cmd_limits(int threads) {
   printf("sgemv_gbs %.3f\n", sgemv_gbs());
   printf("sgemm_gflops %.3f\n", sgemm_gflops());
   printf("bf16_matvec_gbs %.3f\n", bf16_matvec_gbs(threads));
+#ifdef MD_BENCH_X86
+  if (md_cpu_read_facts().avx512_bf16) {
+    printf("bf16_dot_peak_gflops %.3f\n", loop_gflops(threads, dot_bf16));
+    printf("bf16_gemm_gflops %.3f\n", bf16_gemm_gflops(threads));
+  }
+#endif
   return 0;
 }
 
@@ -328,13 +398,16 @@ typedef struct engine {
   md_qwen2_forward *fw;
 } engine;
 
+/* --bf16-gemm: the CPU back end's BF16 prompt products (md_cpu_options). */
+static bool bf16_gemm;
+
 static int engine_open(engine *e, const char *dir, int threads, int64_t capacity) {
   md_error err;
   *e = (engine){0};
   if (md_qwen2_model_open(dir, &e->model, &err) != MD_OK) return fail(&err);
   md_qwen2_forward_options options = {.capacity = capacity};
   /* Opened as the program's commands open it, MEMDECAY_CPU_KERNELS included. */
-  md_device_options device = {.device = "cpu", .threads = threads};
+  md_device_options device = {.device = "cpu", .threads = threads, .bf16_gemm = bf16_gemm};
   if (md_device_open(&device, &e->k, &err) != MD_OK ||
       md_qwen2_forward_new(md_qwen2_model_config(e->model), md_qwen2_model_weights(e->model), e->k,
                            &options, &e->fw, &err) != MD_OK)
@@ -421,6 +494,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
    * (tied: the embedding), in the file dtype. */
   int64_t lm_head_bytes = (int64_t)w->lm_head.nbytes;
   printf("isa %s\n", md_kernels_cpu_isa(k));
+  printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
   printf("threads %d\n", threads);
   printf("dtype %s\n", md_dtype_name(w->dtype));
   printf("prompt_tokens %lld\n", (long long)n);
@@ -484,6 +558,7 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   uint64_t state = 2024;
   int32_t token = 1;
   printf("isa %s\n", md_kernels_cpu_isa(k));
+  printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
   printf("threads %d\n", threads);
   printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token(c));
   if (warmup) {
@@ -531,6 +606,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--capture-steps") && i + 1 < argc) capture_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--prefill-capture")) prefill_capture = true;
     else if (!strcmp(argv[i], "--warmup")) warmup = true;
+    else if (!strcmp(argv[i], "--bf16-gemm")) bf16_gemm = true;
     else if (!strcmp(argv[i], "--depths") && i + 1 < argc) depths = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) depth_steps = atoll(argv[++i]);
     else if (npos < 3) positional[npos++] = argv[i];
@@ -545,6 +621,7 @@ int main(int argc, char **argv) {
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
                   "                           [--capture-steps N] [--prefill-capture] [--warmup]\n"
+                  "                           [--bf16-gemm]\n"
                   "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
                   "                             [--steps N (>= 2)] [--threads N] [--warmup]\n");
   return 2;

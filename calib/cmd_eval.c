@@ -54,6 +54,7 @@ static void print_help(FILE *out) {
       "      --device NAME        cpu (default), cuda or cuda:N\n"
       "      --threads N          CPU threads (default: all cores)\n"
       "      --exact-gemm         CUDA: multiply prompts in float32\n"
+      "      --bf16-gemm          CPU: multiply BF16 prompts with AVX-512 BF16 (faster)\n"
       "      --max-answer-tokens N  greedy tokens per answer (default " MD_DEFAULT_TEXT(MD_EVAL_DEFAULT_ANSWER_TOKENS) ")\n"
       "      --max-episodes N     evaluate only the first N episodes\n"
       "      --seed N             seed of the random policy (default 0; episode e uses N+e)\n"
@@ -76,7 +77,7 @@ static void print_help(FILE *out) {
 
 enum {
   OPT_MODEL, OPT_TRACES, OPT_CONFIG, OPT_OUT, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
-  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
+  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
   OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_QUIET, OPT_HELP,
 };
 
@@ -92,6 +93,7 @@ static const md_opt eval_table[] = {
     {"device", 0, OPT_DEVICE, "NAME"},
     {"threads", 0, OPT_THREADS, "N"},
     {"exact-gemm", 0, OPT_EXACT_GEMM, NULL},
+    {"bf16-gemm", 0, OPT_BF16_GEMM, NULL},
     {"max-answer-tokens", 0, OPT_MAX_ANSWER, "N"},
     {"max-episodes", 0, OPT_MAX_EPISODES, "N"},
     {"seed", 0, OPT_SEED, "N"},
@@ -184,6 +186,7 @@ static int take_option(void *context, const md_opt *option, const char *value) {
       if ((code = parse_count("--threads", value, 0, 4096, &number)) < 0) o->threads = (int)number;
       break;
     case OPT_EXACT_GEMM: o->exact_gemm = true; break;
+    case OPT_BF16_GEMM: o->bf16_gemm = true; break;
     case OPT_MAX_ANSWER:
       if ((code = parse_count("--max-answer-tokens", value, 1, 4096, &number)) < 0)
         o->max_answer_tokens = (size_t)number;

@@ -92,6 +92,7 @@ static void print_help(FILE *out) {
       "      --device NAME        cpu (default), cuda or cuda:N\n"
       "      --threads N          CPU threads (default: all cores)\n"
       "      --exact-gemm         CUDA: multiply the prompt in float32 (slower prompts)\n"
+      "      --bf16-gemm          CPU: multiply a BF16 prompt with AVX-512 BF16 (faster)\n"
       "      --cuda-graphs        CUDA: replay decode steps as CUDA graphs\n"
       "      --layers A:B         capture layers A to B-1 (default: all)\n"
       "      --heads mean|max     aggregate the heads by mean (default) or max\n"

@@ -33,6 +33,7 @@ const md_opt md_collect_option_table[] = {
     {"device", 0, MD_COLLECT_OPT_DEVICE, "NAME"},
     {"threads", 0, MD_COLLECT_OPT_THREADS, "N"},
     {"exact-gemm", 0, MD_COLLECT_OPT_EXACT_GEMM, NULL},
+    {"bf16-gemm", 0, MD_COLLECT_OPT_BF16_GEMM, NULL},
     {"cuda-graphs", 0, MD_COLLECT_OPT_CUDA_GRAPHS, NULL},
     {"layers", 0, MD_COLLECT_OPT_LAYERS, "A:B"},
     {"heads", 0, MD_COLLECT_OPT_HEADS, "mean|max"},
@@ -81,6 +82,7 @@ int md_collect_option(const char *command, const md_opt *opt, const char *value,
                                   "0), A: or :B, not '%s'", value);
       break;
     case MD_COLLECT_OPT_EXACT_GEMM: c->exact_gemm = true; break;
+    case MD_COLLECT_OPT_BF16_GEMM: c->bf16_gemm = true; break;
     case MD_COLLECT_OPT_CUDA_GRAPHS: c->cuda_graphs = true; break;
   }
   return code;

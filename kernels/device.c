@@ -26,8 +26,11 @@ static int cuda_ordinal(const char *name) {
 md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err) {
   const char *name = options && options->device ? options->device : "cpu";
   int threads = options ? options->threads : 0;
+  if (options && options->exact_gemm && options->bf16_gemm)
+    return md_fail(err, MD_E_INVALID, "--exact-gemm and --bf16-gemm contradict each other: "
+                   "float32 or BF16 prompt products, not both");
   if (strcmp(name, "cpu") == 0) {
-    md_cpu_options cpu = {.threads = threads};
+    md_cpu_options cpu = {.threads = threads, .bf16_gemm = options && options->bf16_gemm};
     const char *path = getenv(MD_DEVICE_ENV_CPU_KERNELS);
     if (path && *path && !md_cpu_kernels_parse(path, &cpu.kernels))
       return md_fail(err, MD_E_INVALID,

@@ -16,6 +16,10 @@ typedef struct md_device_options {
                          tensor cores (kernels/cuda/cuda.h, MD_CUDA_GEMM_EXACT) */
   bool cuda_graphs;   /* CUDA: record decode steps as CUDA graphs and replay
                          them (kernels/cuda/graph.c) */
+  bool bf16_gemm;     /* CPU: prompt products of BF16 weights with AVX-512
+                         BF16, the activations rounded to BF16
+                         (md_cpu_options.bf16_gemm); the CUDA back end's
+                         default already multiplies so, and ignores it */
 } md_device_options;
 
 /* True when this build contains the CUDA back end (meson -Dcuda). */
@@ -26,10 +30,10 @@ bool md_device_cuda_built(void);
 #define MD_DEVICE_ENV_CPU_KERNELS "MEMDECAY_CPU_KERNELS"
 
 /* Creates the back end. Fails with MD_E_INVALID for an unknown device name
- * or MEMDECAY_CPU_KERNELS value, and MD_E_DEVICE when CUDA was asked for but
+ * or MEMDECAY_CPU_KERNELS value or for exact_gemm with bf16_gemm, and MD_E_DEVICE when CUDA was asked for but
  * this build has no CUDA back end or the machine has no usable GPU, or when
- * MEMDECAY_CPU_KERNELS asks for a path this CPU cannot run (the message says
- * which). */
+ * MEMDECAY_CPU_KERNELS asks for a path this CPU cannot run, or bf16_gemm for
+ * a CPU without AVX-512 BF16 (the message says which). */
 md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err);
 
 #endif

@@ -71,6 +71,7 @@ static md_status open_device(collect_run *run, md_error *err) {
   md_device_options device = {.device = name,
                               .threads = o->threads,
                               .exact_gemm = o->exact_gemm,
+                              .bf16_gemm = o->bf16_gemm,
                               .cuda_graphs = o->cuda_graphs};
   md_status s = md_device_open(&device, &run->kernels, err);
   if (s != MD_OK) return s;
@@ -352,6 +353,7 @@ static md_status new_record(collect_run *run, md_error *err) {
     settings.blas_library = blas_library;
     settings.blas_core = blas_core;
     settings.cpu_kernels = md_kernels_cpu_isa(run->kernels);
+    settings.prompt_products = md_kernels_cpu_bf16_gemm(run->kernels) ? "bf16" : "fp32";
   }
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);

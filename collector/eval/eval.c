@@ -155,7 +155,7 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   free(opened.tokenizer_path);
   st->config = md_qwen2_model_config(st->model);
   md_device_options device = {.device = o->device ? o->device : "cpu", .threads = o->threads,
-                              .exact_gemm = o->exact_gemm};
+                              .exact_gemm = o->exact_gemm, .bf16_gemm = o->bf16_gemm};
   if ((s = md_device_open(&device, &st->kernels, err)) != MD_OK) return s;
   st->im_end = md_tokenizer_added_id(st->tokenizer, "<|im_end|>");
   st->end_of_text = md_tokenizer_added_id(st->tokenizer, "<|endoftext|>");

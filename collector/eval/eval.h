@@ -73,6 +73,7 @@ typedef struct md_eval_options {
   const char *device;         /* "cpu" (NULL), "cuda", "cuda:N" */
   int threads;                /* CPU threads; 0 = all cores */
   bool exact_gemm;            /* CUDA: prompt products in fp32 */
+  bool bf16_gemm;             /* CPU: BF16 prompt products by AVX-512 BF16 */
   md_policy_kind policies[MD_EVAL_MAX_POLICIES];
   size_t n_policies;          /* 0: md_eval_default_policies; full is added when absent */
   double budgets[MD_EVAL_MAX_BUDGETS];

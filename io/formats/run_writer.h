@@ -62,8 +62,9 @@ typedef struct md_run_settings {
   /* The BLAS the CPU back end ran on ("OpenBLAS 0.3.21", and its core
    * "Zen"), for the record only: a resume takes the new run's. Both NULL:
    * not known (no "blas" key). cpu_kernels: the path of our own CPU
-   * kernels beside it ("avx512", "avx2", "portable"); NULL: no such key. */
-  const char *blas_library, *blas_core, *cpu_kernels;
+   * kernels beside it ("avx512", "avx2", "portable"); NULL: no such key.
+   * prompt_products: "fp32" or "bf16" (--bf16-gemm); NULL: no such key. */
+  const char *blas_library, *blas_core, *cpu_kernels, *prompt_products;
 } md_run_settings;
 
 typedef struct md_run_episode {

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 /* Weight tiles for the prefill sgemm: at most this many floats (64 MiB) of
  * converted weights at a time, so every matrix of Qwen2.5-0.5B and -1.5B
@@ -38,6 +39,10 @@ typedef struct cpu_kernels {
   int threads;
   md_cpu_isa isa;
   float *gemm_scratch;  /* MD_GEMM_SCRATCH_FLOATS, pages touched on use */
+  bool bf16_gemm;       /* BF16 weights' prompt products by md_gemm_bf16 */
+  uint32_t *bf16_x;     /* its packed activations, grown on demand */
+  size_t bf16_x_words;
+  uint32_t *bf16_w;     /* its packed weight blocks, one per thread */
   float *row_scratch;   /* one normalised row for the LM head */
   size_t row_scratch_n;
   md_status deferred;   /* first allocation failure inside a compute op */
@@ -330,10 +335,31 @@ static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
   }
 }
 
+/* Prefill with --bf16-gemm: y = x W^T + bias by AVX-512 BF16 (gemm_bf16.h). */
+static void gemm_bf16(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
+                      const float *bias, int64_t n) {
+  size_t words = md_gemm_bf16_x_words(n, w->cols);
+  if (c->bf16_x_words < words) {
+    uint32_t *grown = malloc(words * sizeof *grown);
+    if (!grown) {
+      defer(c, MD_E_NOMEM);
+      return;
+    }
+    free(c->bf16_x);
+    c->bf16_x = grown;
+    c->bf16_x_words = words;
+  }
+  md_gemm_bf16(c->threads, y, x, w->data, bias, n, w->rows, w->cols, c->bf16_x, c->bf16_w);
+}
+
 static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   cpu_kernels *c = cpu(k);
   const float *b = bias ? bias->data : NULL;
+  if (c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS) {
+    gemm_bf16(c, y->data, x->data, w, b, n);
+    return;
+  }
   if (n >= MD_GEMM_MIN_ROWS && (size_t)w->cols <= MD_GEMM_SCRATCH_FLOATS) {
     gemm(c, y->data, x->data, w, bias, n);
     return;
@@ -375,6 +401,8 @@ static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *
 static void cpu_destroy(md_kernels *k) {
   cpu_kernels *c = cpu(k);
   free(c->gemm_scratch);
+  free(c->bf16_x);
+  free(c->bf16_w);
   free(c->row_scratch);
   free(c);
 }
@@ -416,17 +444,31 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   if (asked != MD_CPU_KERNELS_BEST && md_cpu_isa_of(asked) > best)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: this CPU cannot run the %s kernels (best here: %s)",
                    md_cpu_isa_name(md_cpu_isa_of(asked)), md_cpu_isa_name(best));
+  md_cpu_isa isa = asked == MD_CPU_KERNELS_BEST ? best : md_cpu_isa_of(asked);
+  bool bf16_gemm = options && options->bf16_gemm;
+  if (bf16_gemm && !md_cpu_read_facts().avx512_bf16)
+    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) need "
+                   "AVX-512 BF16, which this CPU does not have");
+  if (bf16_gemm && isa != MD_CPU_ISA_AVX512)
+    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) run "
+                   "with the avx512 kernels, not the %s ones", md_cpu_isa_name(isa));
+  threads = threads > 0 ? threads : omp_get_num_procs();
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
-  if (!c || !scratch) {
+  uint32_t *packed_w =
+      bf16_gemm ? malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof *packed_w) : NULL;
+  if (!c || !scratch || (bf16_gemm && !packed_w)) {
     free(c);
     free(scratch);
+    free(packed_w);
     return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory");
   }
   c->base.ops = &cpu_ops;
-  c->threads = threads > 0 ? threads : omp_get_num_procs();
-  c->isa = asked == MD_CPU_KERNELS_BEST ? best : md_cpu_isa_of(asked);
+  c->threads = threads;
+  c->isa = isa;
   c->gemm_scratch = scratch;
+  c->bf16_gemm = bf16_gemm;
+  c->bf16_w = packed_w;
   openblas_set_num_threads(c->threads);
   *k = &c->base;
   return MD_OK;
@@ -435,4 +477,8 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
 const char *md_kernels_cpu_isa(const md_kernels *k) {
   const cpu_kernels *c = (const cpu_kernels *)k;
   return md_cpu_isa_name(c->isa);
+}
+
+bool md_kernels_cpu_bf16_gemm(const md_kernels *k) {
+  return ((const cpu_kernels *)k)->bf16_gemm;
 }

@@ -21,17 +21,27 @@ typedef enum md_cpu_kernels {
 typedef struct md_cpu_options {
   int threads;            /* OpenMP and OpenBLAS threads; 0 = all cores */
   md_cpu_kernels kernels; /* 0 = the best this CPU runs */
+  bool bf16_gemm;         /* the prompt's products of BF16 weights with
+                             AVX-512 BF16 (kernels/cpu/gemm_bf16.h): the
+                             activations rounded to bf16, about 1.7 times
+                             the float32 sgemm's rate; off: float32, HF's
+                             arithmetic. Other dtypes and decode steps are
+                             float32 either way. */
 } md_cpu_options;
 
 /* Creates a CPU back end. `options` may be NULL (all cores, best kernels).
  * Fails with MD_E_DEVICE when the kernels asked for need instructions this
- * CPU lacks. OpenBLAS's thread count is process-wide: the last back end
- * created sets it. */
+ * CPU lacks (bf16_gemm: AVX-512 BF16 and the avx512 path). OpenBLAS's
+ * thread count is process-wide: the last back end created sets it. */
 md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err);
 
 /* The instruction set the back end's kernels use: "avx512", "avx2" or
  * "portable". */
 const char *md_kernels_cpu_isa(const md_kernels *k);
+
+/* Whether the back end multiplies BF16 prompts with AVX-512 BF16
+ * (md_cpu_options.bf16_gemm). */
+bool md_kernels_cpu_bf16_gemm(const md_kernels *k);
 
 /* The kernel paths this CPU runs, narrowest first (portable always):
  * fills `paths` (room for 3) and returns how many. For tests and
@@ -56,8 +66,9 @@ typedef struct md_cpu_facts {
   md_cpu_vendor vendor;
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
-  bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; reported, not used
-                       (kernels/cpu/avx512.c says why) */
+  bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; used only by the
+                       opt-in md_cpu_options.bf16_gemm (avx512.c says why
+                       not by default) */
 } md_cpu_facts;
 
 /* The facts as words, for `devices`: "avx avx2 fma f16c avx512f ...",

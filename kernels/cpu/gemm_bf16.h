@@ -1,0 +1,28 @@
+/* The prompt's matrix products with AVX-512 BF16 (kernels/cpu/gemm_bf16.c):
+ * the CPU back end's opt-in "bf16 GEMM" (md_cpu_options.bf16_gemm), for
+ * BF16 weights only. Not HF's arithmetic: the float32 activations are
+ * rounded to bf16 (nearest even) before they are multiplied, as llama.cpp
+ * does on such CPUs and as the CUDA back end's default tensor-core products
+ * do, so results move by about 1e-3 relative against the float32 path.
+ * Only called when md_cpu_facts.avx512_bf16 (and the AVX-512 path) hold. */
+#ifndef MD_KERNELS_CPU_GEMM_BF16_H
+#define MD_KERNELS_CPU_GEMM_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Scratch sizes in 32-bit words: x rounded and packed (n rows, K columns),
+ * and one thread's packed block of W (md_gemm_bf16 takes `threads` of them,
+ * one after another). */
+size_t md_gemm_bf16_x_words(int64_t n, int64_t k);
+size_t md_gemm_bf16_w_words(void);
+
+/* y[i, r] = bias[r] + sum_c bf16(x[i, c]) W[r, c] for i < n, r < rows:
+ * x [n, k] float32, W [rows, k] bf16 bits, bias [rows] or NULL, y [n, rows];
+ * the pairs of products summed in fp32 by vdpbf16ps, in an order fixed by
+ * the shape (not by `threads`). n >= 1, k >= 1. */
+void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, const float *bias,
+                  int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
+                  uint32_t *w_scratch);
+
+#endif

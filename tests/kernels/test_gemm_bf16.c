@@ -1,0 +1,274 @@
+/* The BF16 prompt products (kernels/cpu/gemm_bf16.h, --bf16-gemm) against
+ * their definition, y = bias + bf16(x) W^T, written out here:
+ * - the rounding of the activations, exactly: with one-hot weight rows every
+ *   output is one activation rounded to bf16, compared bit for bit with a
+ *   round-to-nearest-even written below from the bits (ties both ways,
+ *   negative values, large and small exponents);
+ * - the sums, against double precision on the rounded activations, within
+ *   the bound of fp32 accumulation: (k / 2 + 4) * 2^-24 * sum |terms|;
+ * - the bits do not depend on the thread count;
+ * - the CPU back end sends BF16 prompts (and only those) there;
+ * - a CPU without AVX-512 BF16 refuses the option, naming what it lacks.
+ * Shapes leave remainders everywhere: rows of x not a multiple of the
+ * micro-tile's 14, outputs not a multiple of 32 or of a work item's 128, odd
+ * K, K beyond one packed block (256 columns), K not a multiple of 32. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/base/tensor.h"
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "tests/test_util.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t next_u32(void) { /* xorshift64* */
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
+}
+
+static float uniform(float lo, float hi) {
+  return lo + (hi - lo) * (float)(next_u32() >> 8) / (float)(1u << 24);
+}
+
+static float from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static uint32_t to_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* float -> bf16 -> float, rounding to nearest, ties to the even bf16 (finite
+ * normal inputs; the kernel flushes subnormals, which no test value is). */
+static float round_bf16(float f) {
+  uint32_t u = to_bits(f), low = u & 0xffffu, high = u >> 16;
+  if (low > 0x8000u || (low == 0x8000u && (high & 1u))) high++;
+  return from_bits(high << 16);
+}
+
+/* A random BF16 weight (magnitude 2^-6 .. 2^1), as the bits and its value. */
+static uint16_t random_weight(void) {
+  return (uint16_t)((next_u32() & 0x8000u) | ((121u + next_u32() % 8) << 7) | (next_u32() & 0x7fu));
+}
+
+static void *checked_malloc(size_t bytes) {
+  void *p = malloc(bytes ? bytes : 1);
+  if (!p) {
+    fprintf(stderr, "test_gemm_bf16: out of memory\n");
+    exit(1);
+  }
+  return p;
+}
+
+typedef struct product {
+  int64_t n, rows, k;
+  float *x, *bias, *y;
+  uint16_t *w;
+} product;
+
+static product product_new(int64_t n, int64_t rows, int64_t k, bool with_bias) {
+  product p = {.n = n, .rows = rows, .k = k};
+  p.x = checked_malloc((size_t)(n * k) * sizeof(float));
+  p.w = checked_malloc((size_t)(rows * k) * sizeof(uint16_t));
+  p.y = checked_malloc((size_t)(n * rows) * sizeof(float));
+  p.bias = with_bias ? checked_malloc((size_t)rows * sizeof(float)) : NULL;
+  for (int64_t i = 0; i < n * k; i++) p.x[i] = uniform(-2.0f, 2.0f);
+  for (int64_t i = 0; i < rows * k; i++) p.w[i] = random_weight();
+  for (int64_t r = 0; with_bias && r < rows; r++) p.bias[r] = uniform(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n * rows; i++) p.y[i] = NAN; /* every element must be written */
+  return p;
+}
+
+static void product_free(product *p) {
+  free(p->x);
+  free(p->w);
+  free(p->y);
+  free(p->bias);
+}
+
+static void run(product *p, int threads) {
+  uint32_t *xs = checked_malloc(md_gemm_bf16_x_words(p->n, p->k) * sizeof(uint32_t));
+  uint32_t *ws = checked_malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof(uint32_t));
+  md_gemm_bf16(threads, p->y, p->x, p->w, p->bias, p->n, p->rows, p->k, xs, ws);
+  free(xs);
+  free(ws);
+}
+
+/* One-hot weight rows: y[i, r] = bf16(x[i, col(r)]) exactly. */
+static void test_rounding(void) {
+  const int64_t n = 31, rows = 70, k = 37;
+  product p = product_new(n, rows, k, false);
+  for (int64_t i = 0; i < n * k; i++) {
+    uint32_t u;
+    switch (i % 6) {
+      case 0: u = (to_bits(uniform(1.0f, 2.0f)) & 0xffff0000u) | 0x8000u; break; /* tie */
+      case 1: u = to_bits(-uniform(1e-30f, 1e30f)); break;
+      case 2: u = (to_bits(uniform(-4.0f, 4.0f)) & 0xffff0000u) | 0x7fffu; break; /* just below a tie */
+      case 3: u = (to_bits(uniform(1e-20f, 1e-10f)) & 0xffff0000u) | 0x8001u; break; /* just above */
+      case 4: u = to_bits(uniform(-1e20f, 1e20f)); break;
+      default: u = to_bits(uniform(-3.0f, 3.0f)); break;
+    }
+    p.x[i] = from_bits(u);
+  }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < k; c++) p.w[r * k + c] = c == (r * 7) % k ? 0x3f80 : 0; /* 1.0, 0 */
+  run(&p, 2);
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++) {
+      float want = round_bf16(p.x[i * k + (r * 7) % k]), got = p.y[i * rows + r];
+      if (got != want && wrong++ < 5)
+        fprintf(stderr, "rounding: x %a -> %a, want %a\n", p.x[i * k + (r * 7) % k], got, want);
+    }
+  CHECK_MSG(wrong == 0, "%lld of %lld outputs are not the activation rounded to bf16",
+            (long long)wrong, (long long)(n * rows));
+  product_free(&p);
+}
+
+/* The sums against double precision on the rounded activations. */
+static void test_sums(void) {
+  const int64_t shapes[][3] = {{1, 1, 1},   {5, 33, 7},     {14, 32, 64},   {29, 130, 258},
+                               {100, 300, 515}, {17, 128, 896}, {40, 257, 33}, {3, 1000, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+      int64_t n = shapes[s][0], rows = shapes[s][1], k = shapes[s][2];
+      product p = product_new(n, rows, k, with_bias);
+      run(&p, 3);
+      double worst = 0.0;
+      int64_t outside = 0;
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t r = 0; r < rows; r++) {
+          double sum = p.bias ? p.bias[r] : 0.0, magnitude = fabs(sum);
+          for (int64_t c = 0; c < k; c++) {
+            double term = (double)round_bf16(p.x[i * k + c]) * md_bf16_to_f32(p.w[r * k + c]);
+            sum += term;
+            magnitude += fabs(term);
+          }
+          double err = fabs(p.y[i * rows + r] - sum);
+          double bound = (double)(k / 2 + 4) * 0x1p-24 * magnitude;
+          if (!(err <= bound)) outside++;
+          if (err / (magnitude + 1e-30) > worst) worst = err / (magnitude + 1e-30);
+        }
+      CHECK_MSG(outside == 0, "n %lld rows %lld k %lld bias %d: %lld outputs beyond the fp32 bound "
+                "(worst error %.3g of sum |terms|)", (long long)n, (long long)rows, (long long)k,
+                with_bias, (long long)outside, worst);
+      product_free(&p);
+    }
+  }
+}
+
+/* The same bits on 1, 2 and 3 threads (work items change, sums do not). */
+static void test_threads(void) {
+  const int64_t n = 61, rows = 200, k = 300;
+  product p = product_new(n, rows, k, true);
+  float *first = checked_malloc((size_t)(n * rows) * sizeof(float));
+  run(&p, 1);
+  memcpy(first, p.y, (size_t)(n * rows) * sizeof(float));
+  for (int threads = 2; threads <= 3; threads++) {
+    run(&p, threads);
+    CHECK_MSG(memcmp(first, p.y, (size_t)(n * rows) * sizeof(float)) == 0,
+              "%d threads give other bits than 1", threads);
+  }
+  free(first);
+  product_free(&p);
+}
+
+/* y = x W^T through a back end's matmul. */
+static void backend_matmul(md_kernels *k, const md_tensor *tensor, const float *x, int64_t n,
+                           float *y) {
+  md_kweight *w = NULL;
+  md_kbuf *xb = NULL, *yb = NULL;
+  md_error err;
+  int64_t rows = tensor->shape[0], cols = tensor->shape[1];
+  CHECK(k->ops->weight_new(k, tensor, &w, &err) == MD_OK);
+  CHECK(k->ops->buf_new(k, (size_t)(n * cols), &xb, &err) == MD_OK);
+  CHECK(k->ops->buf_new(k, (size_t)(n * rows), &yb, &err) == MD_OK);
+  CHECK(k->ops->buf_write(k, xb, 0, (size_t)(n * cols), x, &err) == MD_OK);
+  k->ops->matmul(k, yb, xb, w, NULL, n);
+  CHECK(k->ops->buf_read(k, yb, 0, (size_t)(n * rows), y, &err) == MD_OK);
+  k->ops->buf_free(k, xb);
+  k->ops->buf_free(k, yb);
+  k->ops->weight_free(k, w);
+}
+
+/* The back end: BF16 prompts go to md_gemm_bf16; decode rows and F32
+ * weights keep their float32 kernels (the bits of a back end without it). */
+static void test_backend(void) {
+  md_cpu_options plain = {.threads = 2}, fast = {.threads = 2, .bf16_gemm = true};
+  md_kernels *k_plain = NULL, *k_fast = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&plain, &k_plain, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&fast, &k_fast, &err) == MD_OK);
+  CHECK(md_kernels_cpu_bf16_gemm(k_fast) && !md_kernels_cpu_bf16_gemm(k_plain));
+  const int64_t n = 20, rows = 96, cols = 130;
+  product p = product_new(n, rows, cols, false);
+  float *wf = checked_malloc((size_t)(rows * cols) * sizeof(float));
+  for (int64_t i = 0; i < rows * cols; i++) wf[i] = md_bf16_to_f32(p.w[i]);
+  md_tensor bf16 = {.name = "w", .dtype = MD_DTYPE_BF16, .ndim = 2, .shape = {rows, cols},
+                    .data = p.w, .nbytes = (size_t)(rows * cols) * 2};
+  md_tensor f32 = {.name = "w", .dtype = MD_DTYPE_F32, .ndim = 2, .shape = {rows, cols},
+                   .data = wf, .nbytes = (size_t)(rows * cols) * 4};
+  float *a = checked_malloc((size_t)(n * rows) * sizeof(float));
+  float *b = checked_malloc((size_t)(n * rows) * sizeof(float));
+  run(&p, 2);
+  backend_matmul(k_fast, &bf16, p.x, n, a);
+  CHECK_MSG(memcmp(a, p.y, (size_t)(n * rows) * sizeof(float)) == 0,
+            "a BF16 prompt product is not md_gemm_bf16's");
+  backend_matmul(k_plain, &bf16, p.x, n, b);
+  CHECK_MSG(memcmp(a, b, (size_t)(n * rows) * sizeof(float)) != 0,
+            "the float32 back end gave the BF16 products' bits");
+  backend_matmul(k_fast, &f32, p.x, n, a);
+  backend_matmul(k_plain, &f32, p.x, n, b);
+  CHECK_MSG(memcmp(a, b, (size_t)(n * rows) * sizeof(float)) == 0,
+            "F32 weights did not keep the float32 product");
+  backend_matmul(k_fast, &bf16, p.x, 1, a);
+  backend_matmul(k_plain, &bf16, p.x, 1, b);
+  CHECK_MSG(memcmp(a, b, (size_t)rows * sizeof(float)) == 0,
+            "a decode row did not keep the float32 matrix-vector product");
+  free(a);
+  free(b);
+  free(wf);
+  product_free(&p);
+  md_kernels_free(k_plain);
+  md_kernels_free(k_fast);
+}
+
+/* Refusals: on the portable or AVX2 path the option is refused everywhere;
+ * on a CPU without AVX-512 BF16 on every path, naming the feature. */
+static void test_refused(bool has_bf16) {
+  md_kernels *k = NULL;
+  md_error err;
+  md_cpu_options narrow = {.threads = 1, .kernels = MD_CPU_KERNELS_AVX2, .bf16_gemm = true};
+  CHECK(md_kernels_cpu_new(&narrow, &k, &err) == MD_E_DEVICE && k == NULL);
+  if (!has_bf16) {
+    md_cpu_options best = {.threads = 1, .bf16_gemm = true};
+    CHECK(md_kernels_cpu_new(&best, &k, &err) == MD_E_DEVICE && k == NULL);
+    CHECK_MSG(strstr(err.message, "AVX-512 BF16") != NULL, "%s", err.message);
+  } else {
+    CHECK_MSG(strstr(err.message, "avx2") != NULL, "%s", err.message);
+  }
+}
+
+int main(void) {
+  md_cpu_facts facts = md_cpu_read_facts();
+  test_refused(facts.avx512_bf16);
+  if (facts.avx512_bf16) {
+    test_rounding();
+    test_sums();
+    test_threads();
+    test_backend();
+  } else {
+    printf("test_gemm_bf16: this CPU has no AVX-512 BF16: only the refusal is checked here\n");
+  }
+  return md_test_finish("test_gemm_bf16");
+}
