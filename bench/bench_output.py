@@ -4,6 +4,8 @@
 # The limits `inference_bench limits` measures; a script reads them before and
 # after its runs and keeps the better reading of each.
 LIMITS = ("fma_peak_gflops", "triad_gbs", "sgemv_gbs", "sgemm_gflops")
+# Only on CPUs with AVX-512 BF16.
+OPTIONAL_LIMITS = ("bf16_dot_peak_gflops", "bf16_gemm_gflops")
 
 
 def keyvals(path):
@@ -29,6 +31,7 @@ def better_limits(before_path, after_path):
     better of the two readings: on a shared or virtual machine one reading
     can catch a slow moment."""
     before, after = keyvals(before_path), keyvals(after_path)
-    for key in LIMITS:
-        before[key] = str(max(float(before[key]), float(after[key])))
+    for key in LIMITS + OPTIONAL_LIMITS:
+        if key in before and key in after:
+            before[key] = str(max(float(before[key]), float(after[key])))
     return before

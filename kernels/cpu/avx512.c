@@ -4,11 +4,12 @@
  * of a vector, so every element goes through the same vector code and no
  * scalar fallback (nor libm's expf) is needed.
  *
- * AVX-512 BF16 (vdpbf16ps) is deliberately not used: it multiplies bf16 by
- * bf16, so the fp32 activations would be rounded to bf16 first, which HF
- * does not do (it widens the bf16 weights exactly and multiplies in fp32),
- * and the decode products are bound by memory bandwidth, not by the
- * arithmetic that instruction would save.
+ * AVX-512 BF16 (vdpbf16ps) is not used here: it multiplies bf16 by bf16,
+ * so the fp32 activations would be rounded to bf16 first, which HF does not
+ * do (it widens the bf16 weights exactly and multiplies in fp32), and the
+ * decode products are bound by memory bandwidth, not by the arithmetic
+ * that instruction would save. The opt-in prompt products of gemm_bf16.c
+ * use it, where the arithmetic is the limit.
  *
  * Freestanding on purpose (see avx512.h): intrinsics only. */
 #include "kernels/cpu/avx512.h"

@@ -1,7 +1,8 @@
 /* The CPU back end: OpenBLAS (sgemm for the prefill's products and for
  * attention, prefill and decode), our own F32/F16/BF16 matrix-vector,
  * softmax and SiLU kernels (AVX-512, AVX2+FMA, or portable C, chosen at run
- * time) and OpenMP over output rows, attention tiles and blocks of keys. */
+ * time), an opt-in AVX-512 BF16 GEMM for BF16 prompts (gemm_bf16.h) and
+ * OpenMP over output rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
 #define MD_KERNELS_CPU_CPU_H
 

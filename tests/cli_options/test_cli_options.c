@@ -266,8 +266,9 @@ static int help_mismatches(const md_opt_command *c) {
         if (!starts || i + dashes >= len || !is_name_char(line[i + dashes]) ||
             line[i + dashes] == '-')
           continue;
-        size_t n = dashes;
-        while (i + n < len && is_name_char(line[i + n])) n++;
+        size_t n = dashes; /* digits after the first letter too: --bf16-gemm */
+        while (i + n < len && (is_name_char(line[i + n]) || (line[i + n] >= '0' && line[i + n] <= '9')))
+          n++;
         if (!lookup(c, line + i, n)) {
           fprintf(stderr, "%s --help names %.*s, which is in no table\n", c->name, (int)n,
                   line + i);

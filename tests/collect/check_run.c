@@ -162,7 +162,10 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
    * build links OpenBLAS, which always names its core). */
   json_t *blas = json_object_get(run, "blas");
   if (!strcmp(json_str(run, "device"), "cpu")) {
-    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 3, "blas: an object of 3 keys");
+    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 4, "blas: an object of 4 keys");
+    /* These runs multiply in float32 (--bf16-gemm: tests/collect/bf16_gemm.sh). */
+    CHECK_MSG(!strcmp(json_str(blas, "prompt_products"), "fp32"), "blas.prompt_products '%s'",
+              json_str(blas, "prompt_products"));
     CHECK_MSG(!strncmp(json_str(blas, "library"), "OpenBLAS ", 9), "blas.library '%s'",
               json_str(blas, "library"));
     json_t *core = json_object_get(blas, "core");
