@@ -284,7 +284,7 @@ static double bf16_gemm_gflops(int threads) {
   float *a = filled((size_t)(m * k), 0.5f), *c = filled((size_t)(m * n), 0.0f);
   uint16_t *b = malloc((size_t)(n * k) * sizeof *b);
   uint32_t *xs = malloc(md_gemm_bf16_x_words(m, k) * sizeof *xs);
-  uint32_t *ws = malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof *ws);
+  uint32_t *ws = malloc((size_t)threads * md_gemm_bf16_w_words(k) * sizeof *ws);
   if (!b || !xs || !ws) {
     fprintf(stderr, "inference_bench: out of memory\n");
     exit(1);

@@ -42,7 +42,8 @@ typedef struct cpu_kernels {
   bool bf16_gemm;       /* BF16 weights' prompt products by md_gemm_bf16 */
   uint32_t *bf16_x;     /* its packed activations, grown on demand */
   size_t bf16_x_words;
-  uint32_t *bf16_w;     /* its packed weight blocks, one per thread */
+  uint32_t *bf16_w;     /* its packed weight panels, one per thread */
+  size_t bf16_w_words;
   float *row_scratch;   /* one normalised row for the LM head */
   size_t row_scratch_n;
   md_status deferred;   /* first allocation failure inside a compute op */
@@ -338,16 +339,21 @@ static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
 /* Prefill with --bf16-gemm: y = x W^T + bias by AVX-512 BF16 (gemm_bf16.h). */
 static void gemm_bf16(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
                       const float *bias, int64_t n) {
-  size_t words = md_gemm_bf16_x_words(n, w->cols);
-  if (c->bf16_x_words < words) {
-    uint32_t *grown = malloc(words * sizeof *grown);
-    if (!grown) {
-      defer(c, MD_E_NOMEM);
-      return;
-    }
+  size_t x_words = md_gemm_bf16_x_words(n, w->cols);
+  size_t w_words = (size_t)c->threads * md_gemm_bf16_w_words(w->cols);
+  if (c->bf16_x_words < x_words) {
     free(c->bf16_x);
-    c->bf16_x = grown;
-    c->bf16_x_words = words;
+    c->bf16_x = malloc(x_words * sizeof *c->bf16_x);
+    c->bf16_x_words = c->bf16_x ? x_words : 0;
+  }
+  if (c->bf16_w_words < w_words) {
+    free(c->bf16_w);
+    c->bf16_w = malloc(w_words * sizeof *c->bf16_w);
+    c->bf16_w_words = c->bf16_w ? w_words : 0;
+  }
+  if (!c->bf16_x || !c->bf16_w) {
+    defer(c, MD_E_NOMEM);
+    return;
   }
   md_gemm_bf16(c->threads, y, x, w->data, bias, n, w->rows, w->cols, c->bf16_x, c->bf16_w);
 }
@@ -455,12 +461,9 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   threads = threads > 0 ? threads : omp_get_num_procs();
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
-  uint32_t *packed_w =
-      bf16_gemm ? malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof *packed_w) : NULL;
-  if (!c || !scratch || (bf16_gemm && !packed_w)) {
+  if (!c || !scratch) {
     free(c);
     free(scratch);
-    free(packed_w);
     return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory");
   }
   c->base.ops = &cpu_ops;
@@ -468,7 +471,6 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->isa = isa;
   c->gemm_scratch = scratch;
   c->bf16_gemm = bf16_gemm;
-  c->bf16_w = packed_w;
   openblas_set_num_threads(c->threads);
   *k = &c->base;
   return MD_OK;

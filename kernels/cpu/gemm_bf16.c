@@ -14,21 +14,26 @@
  * - x is rounded to bf16 once and packed in panels of MR = 14 rows: for
  *   each K pair p, the 14 rows' pairs as 14 consecutive 32-bit words, so the
  *   micro-kernel broadcasts a row's pair straight from memory.
- * - W is packed per work item, KC = 256 columns (128 pairs) at a time, in
- *   panels of NR = 32 output rows: for each pair p, the 32 rows' pairs
- *   (a pair of consecutive bf16 of a row is one 32-bit word of it, so
- *   packing is a transpose of words). One such panel is 16 KiB: it stays in
- *   L1 while the micro-kernel runs down the rows of x.
+ * - W is packed per work item, a panel of NR = 32 output rows over all of
+ *   K: for each pair p, the 32 rows' pairs (a pair of consecutive bf16 of a
+ *   row is one 32-bit word of it, so packing is a transpose of words). The
+ *   panel (64 K bytes: 96 KiB for K = 1536, 560 KiB for 8960) stays in L2
+ *   while the micro-kernel runs down every row of x against it.
  * - The micro-kernel keeps a 14 x 32 tile of y in 28 of the 32 zmm
  *   registers: per pair, 2 loads of W, 14 broadcasts of x, 28 vdpbf16ps
  *   (14 rows measured a little faster than 12 on a Zen 4; noisy).
- * - Work items are blocks of NC = 128 output rows by a range of x's rows,
+ *   Each tile is summed over the whole of K in registers and stored once:
+ *   blocking K (the BLIS way, 256 columns at a time with the panel in L1)
+ *   made every block load and store the tile again, and with y 35 KiB a row
+ *   (1.5B's 8,960 outputs) those loads missed the caches on the critical
+ *   path: full-K panels ran 1.1-1.4 times as fast on a Zen 4 (alternating,
+ *   Qwen2.5-0.5B's and 1.5B's prompt shapes).
+ * - Work items are panels of NC = 32 output rows by a range of x's rows,
  *   handed to threads as they come free (OpenMP dynamic); there are at
- *   least 4 per thread, splitting x's rows when the output is narrow (the
- *   K and V projections' 128 or 256 rows).
- * Every element's sum runs over K in the same order (KC blocks in order,
- * each summed from zero in a register and then added to y), whatever the
- * thread count or work split: the results' bits do not depend on it. */
+ *   least 4 per thread, splitting x's rows when the output is narrow.
+ * Every element's sum runs over K in one order (pairs in order, from zero
+ * in a register, then bias + sum), whatever the thread count or work split:
+ * the results' bits do not depend on it. */
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <omp.h>
@@ -43,9 +48,7 @@
 enum {
   MR = 14,            /* rows of x per micro-tile */
   NR = 32,            /* output rows (columns of y) per micro-tile: two zmm */
-  KC_PAIRS = 128,     /* K pairs per packed block of W */
-  NC = 128,           /* output rows per work item */
-  MC_SUB = 16 * MR,   /* rows of x per pass over one packed block */
+  NC = NR,            /* output rows per work item: one packed panel of W */
 };
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) {
@@ -54,7 +57,7 @@ size_t md_gemm_bf16_x_words(int64_t n, int64_t k) {
   return (size_t)(panels * pairs * MR);
 }
 
-size_t md_gemm_bf16_w_words(void) { return (size_t)KC_PAIRS * NC; }
+size_t md_gemm_bf16_w_words(int64_t k) { return (size_t)((k + 1) / 2) * NC; }
 
 /* Round to nearest even, as vcvtne2ps2bf16 does for every finite value
  * (NaNs stay NaNs); the packed words hold (even column) | (odd << 16). */
@@ -122,7 +125,8 @@ static void pack_w(uint32_t *dst, const uint16_t *w, int64_t rows, int64_t k, in
 }
 
 /* acc(MR x 32) = sum over kc pairs; then y rows [0, mr) columns [0, nr):
- * y = (first ? bias or 0 : y) + acc. */
+ * y = (first ? bias or 0 : y) + acc (first is always set now that a tile
+ * covers all of K; kept so that a K-blocked caller stays possible). */
 MD_BF16 static void micro_kernel(float *y, int64_t ldy, const uint32_t *a, const uint32_t *b,
                                  int64_t kc, int mr, int nr, int first, const float *bias) {
   __m512 acc[MR][2];
@@ -161,24 +165,13 @@ MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t
                                const float *bias, int64_t n, int64_t rows, int64_t k,
                                int64_t j0, int64_t panel0, int64_t panel1, uint32_t *w_scratch) {
   int64_t pairs = (k + 1) / 2;
-  int64_t cols = rows - j0 < NC ? rows - j0 : NC;
-  for (int64_t p0 = 0; p0 < pairs; p0 += KC_PAIRS) {
-    int64_t kc = pairs - p0 < KC_PAIRS ? pairs - p0 : KC_PAIRS;
-    pack_w(w_scratch, w, rows, k, j0, p0, kc);
-    for (int64_t s0 = panel0; s0 < panel1; s0 += MC_SUB / MR) {
-      int64_t s1 = s0 + MC_SUB / MR < panel1 ? s0 + MC_SUB / MR : panel1;
-      for (int64_t jp = 0; jp * NR < cols; jp++) {
-        int nr = cols - jp * NR < NR ? (int)(cols - jp * NR) : NR;
-        const uint32_t *b = w_scratch + jp * kc * NR;
-        for (int64_t panel = s0; panel < s1; panel++) {
-          int64_t row0 = panel * MR;
-          int mr = n - row0 < MR ? (int)(n - row0) : MR;
-          const uint32_t *a = packed_x + (panel * pairs + p0) * MR;
-          micro_kernel(y + row0 * rows + j0 + jp * NR, rows, a, b, kc, mr, nr, p0 == 0,
-                       bias ? bias + j0 + jp * NR : NULL);
-        }
-      }
-    }
+  int nr = rows - j0 < NR ? (int)(rows - j0) : NR;
+  pack_w(w_scratch, w, rows, k, j0, 0, pairs);
+  for (int64_t panel = panel0; panel < panel1; panel++) {
+    int64_t row0 = panel * MR;
+    int mr = n - row0 < MR ? (int)(n - row0) : MR;
+    micro_kernel(y + row0 * rows + j0, rows, packed_x + panel * pairs * MR, w_scratch, pairs, mr,
+                 nr, 1, bias ? bias + j0 : NULL);
   }
 }
 
@@ -199,7 +192,7 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
 #pragma omp for schedule(static)
     for (int64_t panel = 0; panel < panels; panel++)
       pack_x(x_scratch, x, n, k, panel, panel + 1);
-    uint32_t *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_bf16_w_words();
+    uint32_t *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_bf16_w_words(k);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; item++) {
       int64_t cb = item / row_blocks, rb = item % row_blocks;
@@ -213,7 +206,7 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
 #else /* not x86-64: never called (md_cpu_facts has no AVX-512 BF16 there) */
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) { (void)n, (void)k; return 0; }
-size_t md_gemm_bf16_w_words(void) { return 0; }
+size_t md_gemm_bf16_w_words(int64_t k) { (void)k; return 0; }
 void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, const float *bias,
                   int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
                   uint32_t *w_scratch) {

@@ -12,10 +12,10 @@
 #include <stdint.h>
 
 /* Scratch sizes in 32-bit words: x rounded and packed (n rows, K columns),
- * and one thread's packed block of W (md_gemm_bf16 takes `threads` of them,
- * one after another). */
+ * and one thread's packed panel of W for K columns (md_gemm_bf16 takes
+ * `threads` of them, one after another). */
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k);
-size_t md_gemm_bf16_w_words(void);
+size_t md_gemm_bf16_w_words(int64_t k);
 
 /* y[i, r] = bias[r] + sum_c bf16(x[i, c]) W[r, c] for i < n, r < rows:
  * x [n, k] float32, W [rows, k] bf16 bits, bias [rows] or NULL, y [n, rows];

@@ -10,8 +10,8 @@
  * - the CPU back end sends BF16 prompts (and only those) there;
  * - a CPU without AVX-512 BF16 refuses the option, naming what it lacks.
  * Shapes leave remainders everywhere: rows of x not a multiple of the
- * micro-tile's 14, outputs not a multiple of 32 or of a work item's 128, odd
- * K, K beyond one packed block (256 columns), K not a multiple of 32. */
+ * micro-tile's 14, outputs not a multiple of a panel's 32, odd K, K not a
+ * multiple of 32, narrow outputs that split x's rows into work items. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,7 +98,7 @@ static void product_free(product *p) {
 
 static void run(product *p, int threads) {
   uint32_t *xs = checked_malloc(md_gemm_bf16_x_words(p->n, p->k) * sizeof(uint32_t));
-  uint32_t *ws = checked_malloc((size_t)threads * md_gemm_bf16_w_words() * sizeof(uint32_t));
+  uint32_t *ws = checked_malloc((size_t)threads * md_gemm_bf16_w_words(p->k) * sizeof(uint32_t));
   md_gemm_bf16(threads, p->y, p->x, p->w, p->bias, p->n, p->rows, p->k, xs, ws);
   free(xs);
   free(ws);
