@@ -123,10 +123,13 @@ static double sgemv_gbs(void) {
   return (double)rows * cols * sizeof(float) / best / 1e9;
 }
 
-/* C [m, n] = A [m, k] B^T with B [n, k]: Qwen2.5-0.5B's gate projection over
- * a 1,700-token prompt. Best of 3. */
+/* The prefill-sized product of the limits: C [m, n] = A [m, k] B^T with
+ * B [n, k], Qwen2.5-0.5B's gate projection over a 1,700-token prompt. */
+enum { PRODUCT_M = 1700, PRODUCT_N = 4864, PRODUCT_K = 896 };
+
+/* That product by cblas_sgemm. Best of 3. */
 static double sgemm_gflops(void) {
-  int m = 1700, n = 4864, k = 896;
+  int m = PRODUCT_M, n = PRODUCT_N, k = PRODUCT_K;
   float *a = filled((size_t)m * k, 0.5f), *b = filled((size_t)n * k, 0.25f), *c = filled((size_t)m * n, 0.0f);
   double best = 1e30;
   for (int rep = 0; rep < 3; rep++) {
@@ -199,10 +202,10 @@ enum { ACCUMULATORS = 12 };
 __attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(int64_t iters,
                                                                     volatile float *sink) {
 #define DPBF16(acc, x, y) _mm512_dpbf16_ps(acc, (__m512bh)(x), (__m512bh)(y))
-#define BF16_SET1(v) _mm512_set1_ps(v)
-  __m512 x0 = BF16_SET1(1.00f), x1 = BF16_SET1(1.01f), x2 = BF16_SET1(1.02f), x3 = BF16_SET1(1.03f);
-  __m512 x4 = BF16_SET1(1.04f), x5 = BF16_SET1(1.05f), x6 = BF16_SET1(1.06f), x7 = BF16_SET1(1.07f);
-  __m512 x8 = BF16_SET1(1.08f), x9 = BF16_SET1(1.09f), x10 = BF16_SET1(1.10f), x11 = BF16_SET1(1.11f);
+  __m512 x0 = _mm512_set1_ps(1.00f), x1 = _mm512_set1_ps(1.01f), x2 = _mm512_set1_ps(1.02f);
+  __m512 x3 = _mm512_set1_ps(1.03f), x4 = _mm512_set1_ps(1.04f), x5 = _mm512_set1_ps(1.05f);
+  __m512 x6 = _mm512_set1_ps(1.06f), x7 = _mm512_set1_ps(1.07f), x8 = _mm512_set1_ps(1.08f);
+  __m512 x9 = _mm512_set1_ps(1.09f), x10 = _mm512_set1_ps(1.10f), x11 = _mm512_set1_ps(1.11f);
   /* bf16 pairs (1e-3, 1e-3): the sums grow slowly and stay finite. */
   __m512i a = _mm512_set1_epi32(0x3a833a83), b = _mm512_set1_epi32(0x3a833a83);
   for (int64_t i = 0; i < iters; i++) {
@@ -211,7 +214,6 @@ __attribute__((target("avx512f,avx512bf16"))) static double dot_bf16(int64_t ite
     x8 = DPBF16(x8, a, b); x9 = DPBF16(x9, a, b); x10 = DPBF16(x10, a, b); x11 = DPBF16(x11, a, b);
   }
 #undef DPBF16
-#undef BF16_SET1
   __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(x0, x1), _mm512_add_ps(x2, x3)),
                              _mm512_add_ps(_mm512_add_ps(x4, x5), _mm512_add_ps(x6, x7)));
   sum = _mm512_add_ps(sum, _mm512_add_ps(_mm512_add_ps(x8, x9), _mm512_add_ps(x10, x11)));
@@ -277,10 +279,9 @@ static double fma_peak_gflops(int threads, const char **isa) {
 }
 
 /* The prefill-sized product of sgemm_gflops by md_gemm_bf16 (--bf16-gemm),
- * best of 3; 0 when this CPU has no AVX-512 BF16. */
+ * best of 3; only on a CPU with AVX-512 BF16. */
 static double bf16_gemm_gflops(int threads) {
-  if (!md_cpu_read_facts().avx512_bf16) return 0.0;
-  int64_t m = 1700, n = 4864, k = 896;
+  int64_t m = PRODUCT_M, n = PRODUCT_N, k = PRODUCT_K;
   float *a = filled((size_t)(m * k), 0.5f), *c = filled((size_t)(m * n), 0.0f);
   uint16_t *b = malloc((size_t)(n * k) * sizeof *b);
   uint32_t *xs = malloc(md_gemm_bf16_x_words(m, k) * sizeof *xs);

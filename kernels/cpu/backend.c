@@ -336,22 +336,22 @@ static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
   }
 }
 
+/* At least `words` 32-bit words at *buf (contents not kept); false when
+ * out of memory. */
+static bool grow_words(uint32_t **buf, size_t *have, size_t words) {
+  if (*have >= words) return true;
+  free(*buf);
+  *buf = malloc(words * sizeof **buf);
+  *have = *buf ? words : 0;
+  return *buf != NULL;
+}
+
 /* Prefill with --bf16-gemm: y = x W^T + bias by AVX-512 BF16 (gemm_bf16.h). */
 static void gemm_bf16(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
                       const float *bias, int64_t n) {
-  size_t x_words = md_gemm_bf16_x_words(n, w->cols);
-  size_t w_words = (size_t)c->threads * md_gemm_bf16_w_words(w->cols);
-  if (c->bf16_x_words < x_words) {
-    free(c->bf16_x);
-    c->bf16_x = malloc(x_words * sizeof *c->bf16_x);
-    c->bf16_x_words = c->bf16_x ? x_words : 0;
-  }
-  if (c->bf16_w_words < w_words) {
-    free(c->bf16_w);
-    c->bf16_w = malloc(w_words * sizeof *c->bf16_w);
-    c->bf16_w_words = c->bf16_w ? w_words : 0;
-  }
-  if (!c->bf16_x || !c->bf16_w) {
+  if (!grow_words(&c->bf16_x, &c->bf16_x_words, md_gemm_bf16_x_words(n, w->cols)) ||
+      !grow_words(&c->bf16_w, &c->bf16_w_words,
+                  (size_t)c->threads * md_gemm_bf16_w_words(w->cols))) {
     defer(c, MD_E_NOMEM);
     return;
   }
@@ -446,13 +446,14 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   md_cpu_kernels asked = options ? options->kernels : MD_CPU_KERNELS_BEST;
   if ((unsigned)asked > MD_CPU_KERNELS_AVX512)
     return md_fail(err, MD_E_INVALID, "cpu kernels: unknown kernel path %d", (int)asked);
-  md_cpu_isa best = md_cpu_detect_isa();
+  md_cpu_facts facts = md_cpu_read_facts();
+  md_cpu_isa best = md_cpu_isa_for(&facts);
   if (asked != MD_CPU_KERNELS_BEST && md_cpu_isa_of(asked) > best)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: this CPU cannot run the %s kernels (best here: %s)",
                    md_cpu_isa_name(md_cpu_isa_of(asked)), md_cpu_isa_name(best));
   md_cpu_isa isa = asked == MD_CPU_KERNELS_BEST ? best : md_cpu_isa_of(asked);
   bool bf16_gemm = options && options->bf16_gemm;
-  if (bf16_gemm && !md_cpu_read_facts().avx512_bf16)
+  if (bf16_gemm && !facts.avx512_bf16)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) need "
                    "AVX-512 BF16, which this CPU does not have");
   if (bf16_gemm && isa != MD_CPU_ISA_AVX512)

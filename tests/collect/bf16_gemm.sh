@@ -4,16 +4,12 @@
 # exits 3 naming the missing feature and writes no run directory. Which of
 # the two must happen is read from /proc/cpuinfo (the kernel's list of the
 # CPU's flags, independent of the program's CPUID code).
-#   bf16_gemm.sh PROGRAM SCRATCH
+#   with_model.sh qwen05_heads_bf16 SCRATCH -- bf16_gemm.sh PROGRAM SCRATCH
+# (with_model.sh makes SCRATCH/model).
 set -u
 program=$1
 scratch=$2
 root=${MD_SOURCE_ROOT:?}
-rm -rf "$scratch"
-mkdir -p "$scratch/model" || exit 99
-ln -s "$root/tests/model/fixtures/qwen05_heads_bf16/config.json" "$scratch/model/config.json" || exit 99
-ln -s "$root/tests/model/fixtures/qwen05_heads_bf16/model.safetensors" "$scratch/model/model.safetensors" || exit 99
-cp "$root/tests/collect/fixtures/tokenizer.json" "$scratch/model/tokenizer.json" || exit 99
 "$program" collect --model "$scratch/model" --traces "$root/tests/collect/data/episodes.jsonl" \
   --out "$scratch/run" --max-steps 4 --bf16-gemm >"$scratch/stdout" 2>"$scratch/stderr"
 code=$?

@@ -14,6 +14,7 @@
 
 #include "io/base/tensor.h"
 #include "kernels/kernels.h"
+#include "tests/test_rng.h"
 
 static int gpu_passed = 0, gpu_failed = 0;
 
@@ -55,16 +56,9 @@ static inline int gpu_finish(const char *name) {
 
 static uint64_t gpu_rng = 0x2545f4914f6cdd1dull;
 
-static inline uint32_t gpu_u32(void) {
-  gpu_rng ^= gpu_rng >> 12;
-  gpu_rng ^= gpu_rng << 25;
-  gpu_rng ^= gpu_rng >> 27;
-  return (uint32_t)((gpu_rng * 2685821657736338717ull) >> 32);
-}
+static inline uint32_t gpu_u32(void) { return md_test_rng_u32(&gpu_rng); }
 
-static inline float gpu_uniform(float lo, float hi) {
-  return lo + (hi - lo) * (float)(gpu_u32() >> 8) / (float)(1u << 24);
-}
+static inline float gpu_uniform(float lo, float hi) { return md_test_rng_uniform(&gpu_rng, lo, hi); }
 
 static inline float *gpu_random_floats(size_t n, float lo, float hi) {
   float *v = malloc((n ? n : 1) * sizeof(float));

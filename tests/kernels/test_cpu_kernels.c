@@ -15,20 +15,14 @@
 #include "io/base/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "tests/test_rng.h"
 #include "tests/test_util.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint32_t next_u32(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
-}
+static uint32_t next_u32(void) { return md_test_rng_u32(&rng_state); }
 
-static float uniform(float lo, float hi) {
-  return lo + (hi - lo) * (float)(next_u32() >> 8) / (float)(1u << 24);
-}
+static float uniform(float lo, float hi) { return md_test_rng_uniform(&rng_state, lo, hi); }
 
 /* A random weight of the given dtype, magnitude ~2^-6 .. 2^1, and its value. */
 static double random_weight(void *w, md_dtype dtype, size_t i) {
