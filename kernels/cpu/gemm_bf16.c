@@ -14,29 +14,40 @@
  * - x is rounded to bf16 once and packed in panels of MR = 14 rows: for
  *   each K pair p, the 14 rows' pairs as 14 consecutive 32-bit words, so the
  *   micro-kernel broadcasts a row's pair straight from memory.
- * - W is packed per work item, a panel of NR = 32 output rows over all of
- *   K: for each pair p, the 32 rows' pairs (a pair of consecutive bf16 of a
- *   row is one 32-bit word of it, so packing is a transpose of words). The
- *   panel (64 K bytes: 96 KiB for K = 1536, 560 KiB for 8960) stays in L2
- *   while the micro-kernel runs down every row of x against it.
+ * - W is packed per work item and K block, in panels of NR = 32 output
+ *   rows: for each pair p, the 32 rows' pairs (a pair of consecutive bf16
+ *   of a row is one 32-bit word of it, so packing is a transpose of words,
+ *   16 x 16 at a time in registers). An item is GROUP = 4 such panels (128
+ *   output rows) by a range of x's panels: each x panel, read from L3 or
+ *   memory, is used against the 4 W panels while it sits in L2, so x is
+ *   streamed once per 128 outputs instead of once per 32 (x's panels for a
+ *   1,700-token prompt are 5 MiB at K = 1536, 30 MiB at 8,960: one per W
+ *   panel was as much traffic again as W itself, per output column).
+ * - K is blocked only when long: all of it up to KC_MAX = 1536 pairs (the
+ *   4 packed panels, 768 KiB at most, stay in the 1 MiB L2 of a Zen 4 or a
+ *   Sapphire Rapids core), else equal blocks of at most KC_MAX pairs.
  * - The micro-kernel keeps a 14 x 32 tile of y in 28 of the 32 zmm
  *   registers: per pair, 2 loads of W, 14 broadcasts of x, 28 vdpbf16ps
  *   (14 rows measured a little faster than 12 on a Zen 4; noisy).
- *   Each tile is summed over the whole of K in registers and stored once:
- *   blocking K (the BLIS way, 256 columns at a time with the panel in L1)
- *   made every block load and store the tile again, and with y 35 KiB a row
- *   (1.5B's 8,960 outputs) those loads missed the caches on the critical
- *   path: full-K panels ran 1.1-1.4 times as fast on a Zen 4 (alternating,
- *   Qwen2.5-0.5B's and 1.5B's prompt shapes).
- * - Work items are panels of NR = 32 output rows by a range of x's rows,
- *   handed to threads as they come free (OpenMP dynamic); there are at
- *   least 4 per thread, splitting x's rows when the output is narrow.
- * Every element's sum runs over K in one order (pairs in order, from zero
- * in a register, then bias + sum), whatever the thread count or work split:
+ *   Each tile is summed over a whole K block in registers and stored once
+ *   per block. Blocking K short (the BLIS way, 256 columns at a time with
+ *   the panel in L1) made every block load and store the tile again, and
+ *   with y 35 KiB a row (1.5B's 8,960 outputs) those loads missed the
+ *   caches on the critical path: full-K panels ran 1.1-1.4 times as fast
+ *   on a Zen 4 (alternating, Qwen2.5-0.5B's and 1.5B's prompt shapes); 4
+ *   panels per x panel and long K blocks another 1.03-1.05 times on the
+ *   1.5B prompt (15.4 s against 16.1-18.4 s, alternating).
+ * - Work items are handed to threads as they come free (OpenMP dynamic);
+ *   there are at least 4 per thread, splitting x's rows when the output is
+ *   narrow.
+ * Every element's sum runs over K in one order (pairs in order within a
+ * block, from zero in a register; the first block added to the bias, or
+ * to zero, each later one to y), whatever the thread count or work split:
  * the results' bits do not depend on it. */
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +59,9 @@
 enum {
   MR = 14, /* rows of x per micro-tile */
   NR = 32, /* output rows (columns of y) per micro-tile, two zmm: one packed
-              panel of W, one work item */
+              panel of W */
+  GROUP = 4,    /* W panels per work item, used against each x panel in turn */
+  KC_MAX = 1536 /* pairs of K per block at most */
 };
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) {
@@ -57,7 +70,14 @@ size_t md_gemm_bf16_x_words(int64_t n, int64_t k) {
   return (size_t)(panels * pairs * MR);
 }
 
-size_t md_gemm_bf16_w_words(int64_t k) { return (size_t)((k + 1) / 2) * NR; }
+/* Pairs of K per block: all of them up to KC_MAX, else equal blocks of at
+ * most KC_MAX. */
+static int64_t block_pairs(int64_t k) {
+  int64_t pairs = (k + 1) / 2, blocks = (pairs + KC_MAX - 1) / KC_MAX;
+  return (pairs + blocks - 1) / blocks;
+}
+
+size_t md_gemm_bf16_w_words(int64_t k) { return (size_t)GROUP * (size_t)block_pairs(k) * NR; }
 
 /* Round to nearest even, as vcvtne2ps2bf16 does for every finite value
  * (NaNs stay NaNs); the packed words hold (even column) | (odd << 16). */
@@ -98,31 +118,73 @@ MD_BF16 static void pack_x(uint32_t *packed, const float *x, int64_t n, int64_t 
   }
 }
 
+/* Transposes a 16 x 16 block of 32-bit words held one row per register:
+ * on return r[w] holds column w (word w of every row, row 0 in lane 0).
+ * Words 4q .. 4q + 3 of a row sit in its 128-bit quarter q. */
+MD_BF16 static inline void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+  /* t[2m] quarter q: words 4q, 4q + 1 of rows 2m, 2m + 1 interleaved;
+   * t[2m + 1]: words 4q + 2, 4q + 3. */
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  /* r[4g + c] quarter q: word 4q + c of rows 4g .. 4g + 3. */
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  /* For each c, a 4 x 4 transpose of quarters across r[c], r[4 + c],
+   * r[8 + c], r[12 + c]: column 4q + c gets quarter q of each in turn.
+   * shuffle_i32x4 0x88 takes quarters (a0, a2, b0, b2), 0xdd (a1, a3, b1, b3). */
+  for (int c = 0; c < 4; c++) {
+    __m512i u0 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x88);
+    __m512i u1 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xdd);
+    __m512i u2 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x88);
+    __m512i u3 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xdd);
+    t[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    t[8 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    t[4 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+  for (int i = 0; i < 16; i++) r[i] = t[i];
+}
+
 /* Packs W rows [j0, j0 + NR) (zeros beyond `rows`) over all of K:
  * dst[p * NR + j] = word p of row j0 + j (an odd K's last word is (last
- * column, 0)). */
-static void pack_w(uint32_t *dst, const uint16_t *w, int64_t rows, int64_t k, int64_t j0) {
-  int64_t pairs = (k + 1) / 2, whole = k / 2; /* whole: pairs with both columns */
-  for (int j = 0; j < NR; j++) {
-    int64_t row = j0 + j;
-    if (row >= rows) {
-      for (int64_t p = 0; p < pairs; p++) dst[p * NR + j] = 0;
-      continue;
+ * column, 0)). Sixteen rows by sixteen words at a time, transposed in
+ * registers: storing one word at a time, 128 bytes apart, took a tenth of
+ * a 1.5B prompt's time on a Zen 4. */
+MD_BF16 static void pack_w(uint32_t *dst, const uint16_t *w, int64_t rows, int64_t k,
+                           int64_t j0, int64_t p0, int64_t kc) {
+  int64_t whole = k / 2; /* pairs with both columns */
+  int64_t p_end = p0 + kc, whole_end = whole < p_end ? whole : p_end;
+  for (int half = 0; half < NR / 16; half++) {
+    int64_t first = j0 + 16 * half;
+    int live = rows - first >= 16 ? 16 : rows - first > 0 ? (int)(rows - first) : 0;
+    for (int64_t p = p0; p < whole_end; p += 16) {
+      int cols = whole_end - p >= 16 ? 16 : (int)(whole_end - p);
+      __mmask16 m = (__mmask16)((1u << cols) - 1u);
+      __m512i r[16];
+      for (int i = 0; i < 16; i++)
+        r[i] = i < live ? _mm512_maskz_loadu_epi32(m, w + (first + i) * k + 2 * p)
+                        : _mm512_setzero_si512();
+      transpose_16x16(r);
+      for (int i = 0; i < cols; i++)
+        _mm512_storeu_si512(dst + (p - p0 + i) * NR + 16 * half, r[i]);
     }
-    const uint16_t *src = w + row * k;
-    for (int64_t p = 0; p < whole; p++) {
-      uint32_t word;
-      memcpy(&word, src + 2 * p, sizeof word);
-      dst[p * NR + j] = word;
-    }
-    if (whole < pairs) dst[whole * NR + j] = src[2 * whole];
+    if (whole_end < p_end) /* an odd K's last word, in the last block */
+      for (int i = 0; i < 16; i++)
+        dst[(whole - p0) * NR + 16 * half + i] = i < live ? w[(first + i) * k + 2 * whole] : 0;
   }
 }
 
 /* acc(MR x 32) = sum over kc pairs; then y rows [0, mr) columns [0, nr):
  * y = (bias or 0) + acc. */
 MD_BF16 static void micro_kernel(float *y, int64_t ldy, const uint32_t *a, const uint32_t *b,
-                                 int64_t kc, int mr, int nr, const float *bias) {
+                                 int64_t kc, int mr, int nr, const float *bias, bool first) {
   __m512 acc[MR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -140,7 +202,7 @@ MD_BF16 static void micro_kernel(float *y, int64_t ldy, const uint32_t *a, const
   __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff
                           : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1u) : (__mmask16)0;
   __m512 base0 = _mm512_setzero_ps(), base1 = _mm512_setzero_ps();
-  if (bias) {
+  if (first && bias) {
     base0 = _mm512_maskz_loadu_ps(m0, bias);
     base1 = _mm512_maskz_loadu_ps(m1, bias + 16);
   }
@@ -148,22 +210,38 @@ MD_BF16 static void micro_kernel(float *y, int64_t ldy, const uint32_t *a, const
   for (int i = 0; i < MR; i++) {
     if (i >= mr) break;
     float *row = y + i * ldy;
+    if (!first) {
+      base0 = _mm512_maskz_loadu_ps(m0, row);
+      base1 = _mm512_maskz_loadu_ps(m1, row + 16);
+    }
     _mm512_mask_storeu_ps(row, m0, _mm512_add_ps(base0, acc[i][0]));
     _mm512_mask_storeu_ps(row + 16, m1, _mm512_add_ps(base1, acc[i][1]));
   }
 }
 
+/* One work item: output rows [j0, j0 + GROUP * NR) (clipped) against x's
+ * panels [panel0, panel1), K block by K block. */
 MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t *w,
                                const float *bias, int64_t n, int64_t rows, int64_t k,
                                int64_t j0, int64_t panel0, int64_t panel1, uint32_t *w_scratch) {
-  int64_t pairs = (k + 1) / 2;
-  int nr = rows - j0 < NR ? (int)(rows - j0) : NR;
-  pack_w(w_scratch, w, rows, k, j0);
-  for (int64_t panel = panel0; panel < panel1; panel++) {
-    int64_t row0 = panel * MR;
-    int mr = n - row0 < MR ? (int)(n - row0) : MR;
-    micro_kernel(y + row0 * rows + j0, rows, packed_x + panel * pairs * MR, w_scratch, pairs, mr,
-                 nr, bias ? bias + j0 : NULL);
+  int64_t pairs = (k + 1) / 2, kc_max = block_pairs(k);
+  int64_t j1 = j0 + GROUP * NR < rows ? j0 + GROUP * NR : rows;
+  int panels_w = (int)((j1 - j0 + NR - 1) / NR);
+  for (int64_t p0 = 0; p0 < pairs; p0 += kc_max) {
+    int64_t kc = pairs - p0 < kc_max ? pairs - p0 : kc_max;
+    for (int g = 0; g < panels_w; g++)
+      pack_w(w_scratch + (size_t)g * kc_max * NR, w, rows, k, j0 + g * NR, p0, kc);
+    for (int64_t panel = panel0; panel < panel1; panel++) {
+      int64_t row0 = panel * MR;
+      int mr = n - row0 < MR ? (int)(n - row0) : MR;
+      const uint32_t *a = packed_x + (panel * pairs + p0) * MR;
+      for (int g = 0; g < panels_w; g++) {
+        int64_t jg = j0 + g * NR;
+        int nr = rows - jg < NR ? (int)(rows - jg) : NR;
+        micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * kc_max * NR, kc, mr,
+                     nr, bias ? bias + jg : NULL, p0 == 0);
+      }
+    }
   }
 }
 
@@ -171,7 +249,7 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
                   int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
                   uint32_t *w_scratch) {
   int64_t panels = (n + MR - 1) / MR;
-  int64_t col_blocks = (rows + NR - 1) / NR;
+  int64_t col_blocks = (rows + GROUP * NR - 1) / (GROUP * NR);
   /* At least 4 items per thread: split x's rows when the output is narrow. */
   int64_t row_blocks = (4 * (int64_t)threads + col_blocks - 1) / col_blocks;
   if (row_blocks > panels) row_blocks = panels;
@@ -189,7 +267,7 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
       int64_t cb = item / row_blocks, rb = item % row_blocks;
       int64_t panel0 = rb * per_block;
       int64_t panel1 = panel0 + per_block < panels ? panel0 + per_block : panels;
-      gemm_item(y, x_scratch, w, bias, n, rows, k, cb * NR, panel0, panel1, mine);
+      gemm_item(y, x_scratch, w, bias, n, rows, k, cb * GROUP * NR, panel0, panel1, mine);
     }
   }
 }

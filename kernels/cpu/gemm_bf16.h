@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 /* Scratch sizes in 32-bit words: x rounded and packed (n rows, K columns),
- * and one thread's packed panel of W for K columns (md_gemm_bf16 takes
+ * and one thread's packed block of W for K columns (md_gemm_bf16 takes
  * `threads` of them, one after another). */
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k);
 size_t md_gemm_bf16_w_words(int64_t k);
