@@ -38,6 +38,8 @@
 
 typedef struct md_kernels md_kernels; /* a back end instance */
 
+/* Products of one input in one matmul_shared call at most. */
+#define MD_KERNELS_MAX_SHARED 3
 /* Slots for overlapped reads (buf_read_start / buf_read_finish). */
 #define MD_KERNELS_READ_SLOTS 4
 typedef struct md_kbuf md_kbuf;       /* float32 activations, back-end memory */
@@ -140,6 +142,17 @@ typedef struct md_kernel_ops {
    * prefill matrix-matrix product. */
   void (*matmul)(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                  const md_kweight *bias, int64_t n);
+  /* Several products of one x: ys[i] = x ws[i]^T + biases[i] for
+   * i < count, 1 <= count <= MD_KERNELS_MAX_SHARED (biases NULL, or any of
+   * its entries NULL: no bias), each W [out_i, in]; the same results as
+   * count matmul calls. The forward pass uses it for q/k/v and gate/up. A
+   * back end may do the work on x once: the CPU back end's BF16 prompt
+   * products (--bf16-gemm) round and pack x once and run the products in
+   * one parallel region. Optional: NULL makes the forward pass call matmul
+   * for each. */
+  void (*matmul_shared)(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                        const md_kweight *const *ws, const md_kweight *const *biases, int count,
+                        int64_t n);
   /* Rotary embedding, "rotate_half" (NeoX) layout, in place on the queries
    * q [n, n_heads * head_dim] and keys kk [n, n_kv_heads * head_dim] of the
    * positions pos0 .. pos0 + n - 1: element j pairs with j + head_dim / 2,

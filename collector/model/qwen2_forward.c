@@ -208,6 +208,18 @@ void md_qwen2_forward_free(md_qwen2_forward *fw) {
 
 /* ---- one layer ---------------------------------------------------------------- */
 
+/* ys[i] = x ws[i]^T + biases[i] (biases may be NULL) through the back end's
+ * matmul_shared, or matmul by matmul where it has none. */
+static void matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                          const md_kweight *const *ws, const md_kweight *const *biases, int count,
+                          int64_t n) {
+  if (k->ops->matmul_shared) {
+    k->ops->matmul_shared(k, ys, x, ws, biases, count, n);
+    return;
+  }
+  for (int i = 0; i < count; i++) k->ops->matmul(k, ys[i], x, ws[i], biases ? biases[i] : NULL, n);
+}
+
 /* x += o_proj(attention(rope(q, k), v)) of rmsnorm(x), for n rows at
  * positions pos.. (RoPE) stored in slots len.. (cache, attention, capture
  * and hook: slot coordinates; the cache holds only kept tokens, in order,
@@ -221,9 +233,9 @@ static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
                          .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
                          .capacity = fw->capacity};
   op->rmsnorm(k, fw->xb, fw->x, w->input_norm, n, (float)c->rms_norm_eps);
-  op->matmul(k, fw->q, fw->xb, w->q, w->q_bias, n);
-  op->matmul(k, fw->key, fw->xb, w->k, w->k_bias, n);
-  op->matmul(k, fw->value, fw->xb, w->v, w->v_bias, n);
+  md_kbuf *qkv[] = {fw->q, fw->key, fw->value};
+  const md_kweight *qkv_w[] = {w->q, w->k, w->v}, *qkv_bias[] = {w->q_bias, w->k_bias, w->v_bias};
+  matmul_shared(k, qkv, fw->xb, qkv_w, qkv_bias, 3, n);
   op->rope(k, fw->q, fw->key, n, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
            fw->pos, c->rope_theta);
   op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->len, n);
@@ -245,8 +257,9 @@ static void mlp_block(md_qwen2_forward *fw, int l, int64_t n) {
   md_kernels *k = fw->k;
   const md_kernel_ops *op = k->ops;
   op->rmsnorm(k, fw->xb, fw->x, w->post_norm, n, (float)c->rms_norm_eps);
-  op->matmul(k, fw->gate, fw->xb, w->gate, NULL, n);
-  op->matmul(k, fw->up, fw->xb, w->up, NULL, n);
+  md_kbuf *gate_up[] = {fw->gate, fw->up};
+  const md_kweight *gate_up_w[] = {w->gate, w->up};
+  matmul_shared(k, gate_up, fw->xb, gate_up_w, NULL, 2, n);
   op->swiglu(k, fw->gate, fw->up, (size_t)n * (size_t)c->intermediate_size);
   op->matmul(k, fw->xb, fw->gate, w->down, NULL, n);
   op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);

@@ -346,16 +346,16 @@ static bool grow_words(uint32_t **buf, size_t *have, size_t words) {
   return *buf != NULL;
 }
 
-/* Prefill with --bf16-gemm: y = x W^T + bias by AVX-512 BF16 (gemm_bf16.h). */
-static void gemm_bf16(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
-                      const float *bias, int64_t n) {
-  if (!grow_words(&c->bf16_x, &c->bf16_x_words, md_gemm_bf16_x_words(n, w->cols)) ||
-      !grow_words(&c->bf16_w, &c->bf16_w_words,
-                  (size_t)c->threads * md_gemm_bf16_w_words(w->cols))) {
+/* Prefill with --bf16-gemm: outs[i].y = x W_i^T + bias_i by AVX-512 BF16
+ * (gemm_bf16.h), every W_i `cols` wide. */
+static void gemm_bf16(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
+                      const md_gemm_bf16_out *outs, int count) {
+  if (!grow_words(&c->bf16_x, &c->bf16_x_words, md_gemm_bf16_x_words(n, cols)) ||
+      !grow_words(&c->bf16_w, &c->bf16_w_words, (size_t)c->threads * md_gemm_bf16_w_words(cols))) {
     defer(c, MD_E_NOMEM);
     return;
   }
-  md_gemm_bf16(c->threads, y, x, w->data, bias, n, w->rows, w->cols, c->bf16_x, c->bf16_w);
+  md_gemm_bf16_shared(c->threads, x, n, cols, outs, count, c->bf16_x, c->bf16_w);
 }
 
 static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
@@ -363,7 +363,8 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
   cpu_kernels *c = cpu(k);
   const float *b = bias ? bias->data : NULL;
   if (c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS) {
-    gemm_bf16(c, y->data, x->data, w, b, n);
+    md_gemm_bf16_out out = {.y = y->data, .w = w->data, .bias = b, .rows = w->rows};
+    gemm_bf16(c, x->data, n, w->cols, &out, 1);
     return;
   }
   if (n >= MD_GEMM_MIN_ROWS && (size_t)w->cols <= MD_GEMM_SCRATCH_FLOATS) {
@@ -373,6 +374,29 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
   for (int64_t i = 0; i < n; i++)
     md_cpu_matvec(c->isa, c->threads, y->data + i * w->rows, w->data, w->dtype, w->rows, w->cols,
                   x->data + i * w->cols, b);
+}
+
+/* With --bf16-gemm, a prompt's products of BF16 weights on one x share its
+ * packing and one parallel region (md_gemm_bf16_shared); otherwise, or with
+ * any other weight, matmul by matmul. */
+static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                              const md_kweight *const *ws, const md_kweight *const *biases,
+                              int count, int64_t n) {
+  _Static_assert(MD_KERNELS_MAX_SHARED <= MD_GEMM_BF16_MAX_SHARED, "md_gemm_bf16_shared's limit");
+  cpu_kernels *c = cpu(k);
+  bool shared = c->bf16_gemm && n >= MD_GEMM_MIN_ROWS && count <= MD_KERNELS_MAX_SHARED;
+  for (int i = 0; shared && i < count; i++)
+    shared = ws[i]->dtype == MD_DTYPE_BF16 && ws[i]->cols == ws[0]->cols;
+  if (!shared) {
+    for (int i = 0; i < count; i++) cpu_matmul(k, ys[i], x, ws[i], biases ? biases[i] : NULL, n);
+    return;
+  }
+  md_gemm_bf16_out outs[MD_KERNELS_MAX_SHARED];
+  for (int i = 0; i < count; i++)
+    outs[i] = (md_gemm_bf16_out){.y = ys[i]->data, .w = ws[i]->data,
+                                 .bias = biases && biases[i] ? biases[i]->data : NULL,
+                                 .rows = ws[i]->rows};
+  gemm_bf16(c, x->data, n, ws[0]->cols, outs, count);
 }
 
 static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
@@ -428,6 +452,7 @@ static const md_kernel_ops cpu_ops = {
   .embed = cpu_embed,
   .rmsnorm = cpu_rmsnorm,
   .matmul = cpu_matmul,
+  .matmul_shared = cpu_matmul_shared,
   .rope = cpu_rope,
   .kv_store = cpu_kv_store,
   .kv_compact = cpu_kv_compact,

@@ -245,12 +245,19 @@ MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t
   }
 }
 
-void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, const float *bias,
-                  int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
-                  uint32_t *w_scratch) {
+void md_gemm_bf16_shared(int threads, const float *x, int64_t n, int64_t k,
+                         const md_gemm_bf16_out *outs, int count, uint32_t *x_scratch,
+                         uint32_t *w_scratch) {
   int64_t panels = (n + MR - 1) / MR;
-  int64_t col_blocks = (rows + GROUP * NR - 1) / (GROUP * NR);
-  /* At least 4 items per thread: split x's rows when the output is narrow. */
+  /* Work items: each product's groups of output rows by blocks of x's
+   * rows, product by product; at least 4 items per thread, splitting x's
+   * rows (of every product alike) when the outputs are narrow. */
+  int64_t col_blocks = 0, first_block[MD_GEMM_BF16_MAX_SHARED + 1];
+  for (int o = 0; o < count; o++) {
+    first_block[o] = col_blocks;
+    col_blocks += (outs[o].rows + GROUP * NR - 1) / (GROUP * NR);
+  }
+  first_block[count] = col_blocks;
   int64_t row_blocks = (4 * (int64_t)threads + col_blocks - 1) / col_blocks;
   if (row_blocks > panels) row_blocks = panels;
   if (row_blocks < 1) row_blocks = 1;
@@ -265,17 +272,35 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; item++) {
       int64_t cb = item / row_blocks, rb = item % row_blocks;
+      int o = 0;
+      while (cb >= first_block[o + 1]) o++;
       int64_t panel0 = rb * per_block;
       int64_t panel1 = panel0 + per_block < panels ? panel0 + per_block : panels;
-      gemm_item(y, x_scratch, w, bias, n, rows, k, cb * GROUP * NR, panel0, panel1, mine);
+      const md_gemm_bf16_out *out = &outs[o];
+      gemm_item(out->y, x_scratch, out->w, out->bias, n, out->rows, k,
+                (cb - first_block[o]) * GROUP * NR, panel0, panel1, mine);
     }
   }
+}
+
+void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, const float *bias,
+                  int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
+                  uint32_t *w_scratch) {
+  md_gemm_bf16_out out = {.y = y, .w = w, .bias = bias, .rows = rows};
+  md_gemm_bf16_shared(threads, x, n, k, &out, 1, x_scratch, w_scratch);
 }
 
 #else /* not x86-64: never called (md_cpu_facts has no AVX-512 BF16 there) */
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) { (void)n, (void)k; return 0; }
 size_t md_gemm_bf16_w_words(int64_t k) { (void)k; return 0; }
+void md_gemm_bf16_shared(int threads, const float *x, int64_t n, int64_t k,
+                         const md_gemm_bf16_out *outs, int count, uint32_t *x_scratch,
+                         uint32_t *w_scratch) {
+  (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)x_scratch,
+      (void)w_scratch;
+  abort();
+}
 void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, const float *bias,
                   int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
                   uint32_t *w_scratch) {

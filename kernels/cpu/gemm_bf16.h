@@ -25,4 +25,19 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
                   int64_t n, int64_t rows, int64_t k, uint32_t *x_scratch,
                   uint32_t *w_scratch);
 
+/* Several products of one x, x packed once and every product's work in one
+ * parallel region: outs[o].y = x outs[o].w^T + outs[o].bias for o < count
+ * (1 <= count <= MD_GEMM_BF16_MAX_SHARED), each W [rows, k]; every output
+ * the same bits as md_gemm_bf16 gives it alone. */
+#define MD_GEMM_BF16_MAX_SHARED 4
+typedef struct md_gemm_bf16_out {
+  float *y;
+  const uint16_t *w;
+  const float *bias; /* or NULL */
+  int64_t rows;
+} md_gemm_bf16_out;
+void md_gemm_bf16_shared(int threads, const float *x, int64_t n, int64_t k,
+                         const md_gemm_bf16_out *outs, int count, uint32_t *x_scratch,
+                         uint32_t *w_scratch);
+
 #endif

@@ -181,6 +181,36 @@ static void test_threads(void) {
   product_free(&p);
 }
 
+/* Products of one x in one md_gemm_bf16_shared call: each output the bits
+ * it has alone (narrow and wide outputs together, so the shared call
+ * splits x's rows where some alone would not). */
+static void test_shared(void) {
+  const int64_t n = 45, k = 515, rows[] = {300, 33, 70};
+  product p[3];
+  float *alone[3];
+  md_gemm_bf16_out outs[3];
+  for (int o = 0; o < 3; o++) {
+    p[o] = product_new(n, rows[o], k, o != 1);
+    if (o) memcpy(p[o].x, p[0].x, (size_t)(n * k) * sizeof(float));
+    run(&p[o], 2);
+    alone[o] = checked_malloc((size_t)(n * rows[o]) * sizeof(float));
+    memcpy(alone[o], p[o].y, (size_t)(n * rows[o]) * sizeof(float));
+    for (int64_t i = 0; i < n * rows[o]; i++) p[o].y[i] = NAN;
+    outs[o] = (md_gemm_bf16_out){.y = p[o].y, .w = p[o].w, .bias = p[o].bias, .rows = rows[o]};
+  }
+  uint32_t *xs = checked_malloc(md_gemm_bf16_x_words(n, k) * sizeof(uint32_t));
+  uint32_t *ws = checked_malloc(3 * md_gemm_bf16_w_words(k) * sizeof(uint32_t));
+  md_gemm_bf16_shared(3, p[0].x, n, k, outs, 3, xs, ws);
+  for (int o = 0; o < 3; o++) {
+    CHECK_MSG(memcmp(alone[o], p[o].y, (size_t)(n * rows[o]) * sizeof(float)) == 0,
+              "product %d of a shared call differs from the same product alone", o);
+    free(alone[o]);
+    product_free(&p[o]);
+  }
+  free(xs);
+  free(ws);
+}
+
 /* y = x W^T through a back end's matmul. */
 static void backend_matmul(md_kernels *k, const md_tensor *tensor, const float *x, int64_t n,
                            float *y) {
@@ -197,6 +227,29 @@ static void backend_matmul(md_kernels *k, const md_tensor *tensor, const float *
   k->ops->buf_free(k, xb);
   k->ops->buf_free(k, yb);
   k->ops->weight_free(k, w);
+}
+
+/* ys[i] = x W_i^T through a back end's matmul_shared. */
+static void backend_matmul_shared(md_kernels *k, const md_tensor *const *tensors, int count,
+                                  const float *x, int64_t n, float *const *ys) {
+  md_kweight *w[MD_KERNELS_MAX_SHARED] = {0};
+  md_kbuf *xb = NULL, *yb[MD_KERNELS_MAX_SHARED] = {0};
+  md_error err;
+  int64_t cols = tensors[0]->shape[1];
+  CHECK(k->ops->buf_new(k, (size_t)(n * cols), &xb, &err) == MD_OK);
+  CHECK(k->ops->buf_write(k, xb, 0, (size_t)(n * cols), x, &err) == MD_OK);
+  for (int i = 0; i < count; i++) {
+    CHECK(k->ops->weight_new(k, tensors[i], &w[i], &err) == MD_OK);
+    CHECK(k->ops->buf_new(k, (size_t)(n * tensors[i]->shape[0]), &yb[i], &err) == MD_OK);
+  }
+  k->ops->matmul_shared(k, yb, xb, (const md_kweight *const *)w, NULL, count, n);
+  for (int i = 0; i < count; i++) {
+    CHECK(k->ops->buf_read(k, yb[i], 0, (size_t)(n * tensors[i]->shape[0]), ys[i], &err) ==
+          MD_OK);
+    k->ops->buf_free(k, yb[i]);
+    k->ops->weight_free(k, w[i]);
+  }
+  k->ops->buf_free(k, xb);
 }
 
 /* The back end: BF16 prompts go to md_gemm_bf16; decode rows and F32
@@ -233,6 +286,28 @@ static void test_backend(void) {
   backend_matmul(k_plain, &bf16, p.x, 1, b);
   CHECK_MSG(memcmp(a, b, (size_t)rows * sizeof(float)) == 0,
             "a decode row did not keep the float32 matrix-vector product");
+  /* matmul_shared: each output matmul's bits, on either path, with BF16
+   * weights together, or one F32 among them (then matmul by matmul). */
+  float *c = checked_malloc((size_t)(n * rows) * sizeof(float));
+  float *d = checked_malloc((size_t)(n * rows) * sizeof(float));
+  float *ys[] = {c, d};
+  const md_tensor *both_bf16[] = {&bf16, &bf16}, *mixed[] = {&bf16, &f32};
+  md_kernels *ks[] = {k_fast, k_plain};
+  for (int kk = 0; kk < 2; kk++) {
+    backend_matmul(ks[kk], &bf16, p.x, n, a);
+    backend_matmul(ks[kk], &f32, p.x, n, b);
+    backend_matmul_shared(ks[kk], both_bf16, 2, p.x, n, ys);
+    CHECK_MSG(memcmp(a, c, (size_t)(n * rows) * sizeof(float)) == 0 &&
+                  memcmp(a, d, (size_t)(n * rows) * sizeof(float)) == 0,
+              "matmul_shared of BF16 weights is not matmul's (%s)", kk ? "float32" : "--bf16-gemm");
+    backend_matmul_shared(ks[kk], mixed, 2, p.x, n, ys);
+    CHECK_MSG(memcmp(a, c, (size_t)(n * rows) * sizeof(float)) == 0 &&
+                  memcmp(b, d, (size_t)(n * rows) * sizeof(float)) == 0,
+              "matmul_shared of BF16 and F32 weights is not matmul's (%s)",
+              kk ? "float32" : "--bf16-gemm");
+  }
+  free(c);
+  free(d);
   free(a);
   free(b);
   free(wf);
@@ -264,6 +339,7 @@ int main(void) {
     test_rounding();
     test_sums();
     test_threads();
+    test_shared();
     test_backend();
   } else {
     printf("test_gemm_bf16: this CPU has no AVX-512 BF16: only the refusal is checked here\n");
