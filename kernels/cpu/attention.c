@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 #define MD_ATTN_SCORE_FLOATS ((int64_t)1 << 20)
 #define MD_ATTN_MAX_TILE 64
@@ -70,6 +71,7 @@ typedef struct attn_task {
   float *head_rows;               /* decode: the heads' score rows and an accumulator,
                                      [n_heads + 1, pos0 + 1] */
   md_cpu_isa isa;
+  bool bf16_values; /* prefill's P V with bf16 operands (md_bf16_prefill_values) */
 } attn_task;
 
 static const float *head_keys(const attn_task *a, int kv_head) {
@@ -144,7 +146,8 @@ typedef struct tile_scratch {
  * packed panels of this KV head. The scores' rows are ld floats apart, ld
  * the tile's keys rounded up to the kernels' panels (md_cpu_prefill_ld). */
 static void attend_group_tile_own(const attn_task *a, int kv_head, int64_t t0, int64_t rows,
-                                  const tile_scratch *ts, float *colsum, const float *packed) {
+                                  const tile_scratch *ts, float *colsum, const float *packed,
+                                  const uint32_t *packed_values) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, group = s->n_heads / s->n_kv_heads, h0 = kv_head * group;
   int64_t stride = (int64_t)s->n_heads * hd, m = group * rows;
@@ -161,6 +164,13 @@ static void attend_group_tile_own(const attn_task *a, int kv_head, int64_t t0, i
   for (int j = 0; j < group; j++)
     softmax_rows(a, h0 + j, scores + (size_t)(j * rows) * (size_t)ld, ld, t0, rows, n_keys_tile,
                  colsum);
+  if (packed_values) { /* each row's weights become bf16 pairs in place */
+    for (int64_t r = 0; r < m; r++)
+      md_bf16_pack_row((uint32_t *)(scores + r * ld), scores + r * ld, n_keys_tile);
+    md_bf16_prefill_values(ts->out_rows, (const uint32_t *)scores, ld, ts->visible, m,
+                           packed_values, hd);
+    return;
+  }
   md_cpu_prefill_values(a->isa, ts->out_rows, scores, ld, ts->visible, m, head_values(a, kv_head),
                         hd);
 }
@@ -217,9 +227,14 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
                           (own ? (size_t)md_cpu_prefill_ld((int64_t)n_keys) : (size_t)(2 * hd) + n_keys);
   size_t packed_floats = (size_t)md_cpu_packed_keys_floats((int64_t)n_keys, hd);
   float *packed = own ? malloc((size_t)s->n_kv_heads * packed_floats * sizeof(float)) : NULL;
+  bool bf16 = own && a->bf16_values;
+  size_t value_words = bf16 ? md_bf16_packed_values_words((int64_t)n_keys, hd) : 0;
+  uint32_t *packed_values =
+      bf16 ? malloc((size_t)s->n_kv_heads * value_words * sizeof(uint32_t)) : NULL;
   float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;
-  if ((own && !packed) || (a->capture && !colsums)) {
+  if ((own && !packed) || (bf16 && !packed_values) || (a->capture && !colsums)) {
     free(packed);
+    free(packed_values);
     free(colsums);
     return 1;
   }
@@ -232,8 +247,12 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
     if (!ready) failed = 1;
     if (own) {
 #pragma omp for schedule(static)
-      for (int kv = 0; kv < s->n_kv_heads; kv++)
+      for (int kv = 0; kv < s->n_kv_heads; kv++) {
         md_cpu_pack_keys(packed + (size_t)kv * packed_floats, head_keys(a, kv), (int64_t)n_keys, hd);
+        if (bf16)
+          md_bf16_pack_values(packed_values + (size_t)kv * value_words, head_values(a, kv),
+                              (int64_t)n_keys, hd);
+      }
     }
     /* Later tiles see more keys: largest tiles first, dealt round-robin. */
 #pragma omp for schedule(static, 1)
@@ -242,7 +261,8 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
       int64_t t = tiles - 1 - task / s->n_kv_heads, t0 = t * tile, rows = n - t0 < tile ? n - t0 : tile;
       int kv = (int)(task % s->n_kv_heads);
       if (own)
-        attend_group_tile_own(a, kv, t0, rows, &ts, colsum, packed + (size_t)kv * packed_floats);
+        attend_group_tile_own(a, kv, t0, rows, &ts, colsum, packed + (size_t)kv * packed_floats,
+                              bf16 ? packed_values + (size_t)kv * value_words : NULL);
       else
         attend_group_tile_blas(a, kv, t0, rows, ts.floats, colsum);
     }
@@ -251,6 +271,7 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   if (colsums && !failed) add_column_sums(a, colsums, threads, n_keys);
   free(colsums);
   free(packed);
+  free(packed_values);
   return failed;
 }
 
@@ -361,12 +382,12 @@ static int decode(const attn_task *a, int threads) {
 md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
                            const float *cache, const md_attn_shape *shape, int64_t pos0,
                            int64_t n, const md_attn_hook *hook, const md_attn_capture *capture,
-                           float *received) {
+                           float *received, bool bf16_values) {
   attn_task a = {.shape = shape, .q = q, .cache = cache, .out = out, .pos0 = pos0,
                  .scale = (float)pow((double)shape->head_dim, -0.5),
                  .hook = (hook && hook->on_row) ? hook : NULL,
                  .capture = (capture && received) ? capture : NULL, .received = received,
-                 .isa = isa};
+                 .isa = isa, .bf16_values = bf16_values};
   if (n == 1) { /* the heads' rows and the capture's accumulator row */
     a.head_rows = malloc((size_t)(shape->n_heads + 1) * (size_t)(pos0 + 1) * sizeof(float));
     if (!a.head_rows) return MD_E_NOMEM;

@@ -287,7 +287,7 @@ static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
   cpu_kernels *c = cpu(k);
   md_status status = md_cpu_attention(c->isa, c->threads, out->data, q->data, cache->data, shape,
                                       pos0, n, hook, capture,
-                                      capture ? capture->received->data : NULL);
+                                      capture ? capture->received->data : NULL, c->bf16_gemm);
   if (status != MD_OK) defer(c, status);
 }
 

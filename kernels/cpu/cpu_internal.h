@@ -102,10 +102,13 @@ bool md_cpu_prefill_values(md_cpu_isa isa, float *const *out_rows, const float *
 
 /* Attention (see md_kernel_ops.attention); scratch is allocated per call.
  * `received` is the capture buffer's floats (ignored when capture is NULL).
+ * bf16_values (--bf16-gemm; only with the AVX-512 path on a CPU with
+ * AVX-512 BF16): prefill's P V by md_bf16_prefill_values (gemm_bf16.h);
+ * the scores, softmax, capture and decode stay float32.
  * Returns MD_E_NOMEM when a thread's score tile could not be allocated. */
 md_status md_cpu_attention(md_cpu_isa isa, int threads, float *out, const float *q,
                            const float *cache, const md_attn_shape *shape, int64_t pos0,
                            int64_t n, const md_attn_hook *hook, const md_attn_capture *capture,
-                           float *received);
+                           float *received, bool bf16_values);
 
 #endif

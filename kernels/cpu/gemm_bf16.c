@@ -1,4 +1,5 @@
-/* The prompt's matrix products with AVX-512 BF16 (contract in gemm_bf16.h).
+/* The prompt's matrix products with AVX-512 BF16 (contract in gemm_bf16.h),
+ * and prefill attention's P V on the same instruction (at the end).
  *
  * vdpbf16ps multiplies pairs of bf16 numbers and adds both products to an
  * fp32 lane: lane l of acc += a[2l] * b[2l] + a[2l+1] * b[2l+1]. A product
@@ -54,7 +55,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define MD_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")))
+#define MD_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,prfchw")))
 
 enum {
   MR = 14, /* rows of x per micro-tile */
@@ -184,11 +186,17 @@ MD_BF16 static void pack_w(uint32_t *dst, const uint16_t *w, int64_t rows, int64
 /* acc(MR x 32) = sum over kc pairs; then y rows [0, mr) columns [0, nr):
  * y = (bias or 0) + acc. */
 MD_BF16 static void micro_kernel(float *y, int64_t ldy, const uint32_t *a, const uint32_t *b,
-                                 int64_t kc, int mr, int nr, const float *bias, bool first) {
+                                 int64_t kc, int mr, int nr, const float *bias, bool first,
+                                 const uint32_t *next, int64_t next_lines) {
   __m512 acc[MR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < mr; i++) {
+    __builtin_prefetch(y + i * ldy, 1, 3);
+    __builtin_prefetch(y + i * ldy + 16, 1, 3);
+  }
   for (int64_t p = 0; p < kc; p++) {
+    if (p < next_lines) _mm_prefetch((const char *)(next + p * 16), _MM_HINT_T1);
     __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * NR);
     __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * NR + 16);
 #pragma GCC unroll 14
@@ -235,11 +243,15 @@ MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t
       int64_t row0 = panel * MR;
       int mr = n - row0 < MR ? (int)(n - row0) : MR;
       const uint32_t *a = packed_x + (panel * pairs + p0) * MR;
+      /* The next x panel's block is fetched into L2 during the first W
+       * panel's run (a line per pair). */
+      const uint32_t *next = packed_x + ((panel + 1) * pairs + p0) * MR;
+      int64_t next_lines = panel + 1 < panel1 ? (kc * MR + 15) / 16 : 0;
       for (int g = 0; g < panels_w; g++) {
         int64_t jg = j0 + g * NR;
         int nr = rows - jg < NR ? (int)(rows - jg) : NR;
         micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * kc_max * NR, kc, mr,
-                     nr, bias ? bias + jg : NULL, p0 == 0);
+                     nr, bias ? bias + jg : NULL, p0 == 0, next, g == 0 ? next_lines : 0);
       }
     }
   }
@@ -290,6 +302,122 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
   md_gemm_bf16_shared(threads, x, n, k, &out, 1, x_scratch, w_scratch);
 }
 
+/* ---- prefill attention's P V (gemm_bf16.h) ------------------------------ */
+
+size_t md_bf16_packed_values_words(int64_t n, int hd) { return (size_t)((n + 1) / 2) * (size_t)hd; }
+
+MD_BF16 void md_bf16_pack_values(uint32_t *packed, const float *values, int64_t n, int hd) {
+  for (int64_t j = 0; j < (n + 1) / 2; j++) {
+    const float *lo = values + 2 * j * hd, *hi = lo + hd;
+    uint32_t *dst = packed + j * hd;
+    bool pair = 2 * j + 1 < n;
+    int d = 0;
+    /* 16 columns of each key rounded (vcvtneps2bf16), widened to words
+     * and merged: word d = bf16(lo[d]) | bf16(hi[d]) << 16. */
+    for (; d + 16 <= hd; d += 16) {
+      __m512i l = _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(lo + d)));
+      __m512i h = pair ? _mm512_castsi256_si512((__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(hi + d)))
+                       : _mm512_setzero_si512();
+      __m512i words = _mm512_or_si512(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(l)),
+                                      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+      _mm512_storeu_si512(dst + d, words);
+    }
+    for (; d < hd; d++) dst[d] = pair_bits(lo[d], pair ? hi[d] : 0.0f);
+  }
+}
+
+MD_BF16 void md_bf16_pack_row(uint32_t *dst, const float *src, int64_t n) {
+  int64_t j = 0;
+  /* In place (dst == src) is safe: word j is written after floats 2j and
+   * 2j + 1 are read, and 16 words take the bytes of 8 of the 32 floats
+   * just read. */
+  for (; 2 * j + 32 <= n; j += 16) {
+    __m512 lo = _mm512_loadu_ps(src + 2 * j), hi = _mm512_loadu_ps(src + 2 * j + 16);
+    _mm512_storeu_si512(dst + j, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+  for (; 2 * j < n; j++) {
+    float lo = src[2 * j], hi = 2 * j + 1 < n ? src[2 * j + 1] : 0.0f;
+    dst[j] = pair_bits(lo, hi);
+  }
+}
+
+enum {
+  PV_ROWS = 6,      /* rows per block: 12 accumulators, as the float32 kernel */
+  PV_CHUNK = 256    /* key pairs per chunk: 6 rows' 6 KiB of weights stay in L1 */
+};
+
+/* Rows [r, r + g) of out, 32 columns from d0 (16 when `half`), per chunk of
+ * key pairs, running sums kept in the output rows between chunks. */
+/* Always inlined into pv_1 .. pv_6, where g is a constant (as the float32
+ * kernels in avx512.c). */
+MD_BF16 static inline __attribute__((always_inline)) void pv_block(float *const *out_rows, const uint32_t *p, int64_t ld,
+                                    int64_t pairs, int64_t r, int g, const uint32_t *values,
+                                    int hd) {
+  const uint32_t *w[PV_ROWS];
+  float *o[PV_ROWS];
+#pragma GCC unroll 6
+  for (int i = 0; i < g; i++) w[i] = p + (r + i) * ld, o[i] = out_rows[r + i];
+  for (int64_t j0 = 0; j0 < pairs; j0 += PV_CHUNK) {
+    int64_t j1 = pairs - j0 < PV_CHUNK ? pairs : j0 + PV_CHUNK;
+    for (int d0 = 0; d0 < hd; d0 += 32) {
+      int half = hd - d0 < 32;
+      __m512 lo[PV_ROWS], hi[PV_ROWS];
+#pragma GCC unroll 6
+      for (int i = 0; i < g; i++) {
+        lo[i] = j0 ? _mm512_loadu_ps(o[i] + d0) : _mm512_setzero_ps();
+        hi[i] = j0 && !half ? _mm512_loadu_ps(o[i] + d0 + 16) : _mm512_setzero_ps();
+      }
+      for (int64_t j = j0; j < j1; j++) {
+        const uint32_t *v = values + j * hd + d0;
+        __m512bh v0 = (__m512bh)_mm512_loadu_si512(v);
+        __m512bh v1 = half ? v0 : (__m512bh)_mm512_loadu_si512(v + 16);
+#pragma GCC unroll 6
+        for (int i = 0; i < g; i++) {
+          __m512bh pj = (__m512bh)_mm512_set1_epi32((int)w[i][j]);
+          lo[i] = _mm512_dpbf16_ps(lo[i], v0, pj);
+          if (!half) hi[i] = _mm512_dpbf16_ps(hi[i], v1, pj);
+        }
+      }
+#pragma GCC unroll 6
+      for (int i = 0; i < g; i++) {
+        _mm512_storeu_ps(o[i] + d0, lo[i]);
+        if (!half) _mm512_storeu_ps(o[i] + d0 + 16, hi[i]);
+      }
+    }
+  }
+}
+
+#define PV_ROWS_OF(G)                                                                             \
+  MD_BF16 static void pv_##G(float *const *out_rows, const uint32_t *p, int64_t ld,               \
+                             int64_t pairs, int64_t r, const uint32_t *values, int hd) {          \
+    pv_block(out_rows, p, ld, pairs, r, G, values, hd);                                          \
+  }
+PV_ROWS_OF(1)
+PV_ROWS_OF(2)
+PV_ROWS_OF(3)
+PV_ROWS_OF(4)
+PV_ROWS_OF(5)
+PV_ROWS_OF(6)
+
+MD_BF16 void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t ld,
+                                    const int64_t *visible, int64_t m,
+                                    const uint32_t *packed_values, int hd) {
+  for (int64_t r = 0; r < m; r += PV_ROWS) {
+    int g = m - r < PV_ROWS ? (int)(m - r) : PV_ROWS;
+    int64_t most = 0;
+    for (int i = 0; i < g; i++) most = visible[r + i] > most ? visible[r + i] : most;
+    int64_t pairs = (most + 1) / 2;
+    switch (g) {
+      case 1: pv_1(out_rows, p, ld, pairs, r, packed_values, hd); break;
+      case 2: pv_2(out_rows, p, ld, pairs, r, packed_values, hd); break;
+      case 3: pv_3(out_rows, p, ld, pairs, r, packed_values, hd); break;
+      case 4: pv_4(out_rows, p, ld, pairs, r, packed_values, hd); break;
+      case 5: pv_5(out_rows, p, ld, pairs, r, packed_values, hd); break;
+      default: pv_6(out_rows, p, ld, pairs, r, packed_values, hd); break;
+    }
+  }
+}
+
 #else /* not x86-64: never called (md_cpu_facts has no AVX-512 BF16 there) */
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) { (void)n, (void)k; return 0; }
@@ -306,6 +434,21 @@ void md_gemm_bf16(int threads, float *y, const float *x, const uint16_t *w, cons
                   uint32_t *w_scratch) {
   (void)threads, (void)y, (void)x, (void)w, (void)bias, (void)n, (void)rows, (void)k,
       (void)x_scratch, (void)w_scratch;
+  abort();
+}
+size_t md_bf16_packed_values_words(int64_t n, int hd) { (void)n, (void)hd; return 0; }
+void md_bf16_pack_values(uint32_t *packed, const float *values, int64_t n, int hd) {
+  (void)packed, (void)values, (void)n, (void)hd;
+  abort();
+}
+void md_bf16_pack_row(uint32_t *dst, const float *src, int64_t n) {
+  (void)dst, (void)src, (void)n;
+  abort();
+}
+void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t ld,
+                            const int64_t *visible, int64_t m, const uint32_t *packed_values,
+                            int hd) {
+  (void)out_rows, (void)p, (void)ld, (void)visible, (void)m, (void)packed_values, (void)hd;
   abort();
 }
 

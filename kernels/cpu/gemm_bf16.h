@@ -40,4 +40,27 @@ void md_gemm_bf16_shared(int threads, const float *x, int64_t n, int64_t k,
                          const md_gemm_bf16_out *outs, int count, uint32_t *x_scratch,
                          uint32_t *w_scratch);
 
+/* Prefill attention's P V with bf16 operands (--bf16-gemm; attention.c):
+ * the softmax weights and the values rounded to bf16 (nearest even),
+ * pairs of keys summed by vdpbf16ps. The weights themselves (the capture,
+ * the hook) stay float32: only the attention output moves.
+ *   md_bf16_pack_values: packed[j * hd + d] = bf16 pair (values[2j][d],
+ *     values[2j + 1][d]) (the second 0 beyond n), for j < (n + 1) / 2:
+ *     md_bf16_packed_values_words(n, hd) words;
+ *   md_bf16_pack_row: dst[j] = bf16 pair (src[2j], src[2j + 1]) (the
+ *     second 0 at an odd n) for j < (n + 1) / 2; dst may be src (a row of
+ *     float weights becomes its first half of pair words, in place);
+ *   md_bf16_prefill_values: out_rows[i][d] = sum over pairs j of row i's
+ *     weights p[i * ld + j] (pair words) dotted with packed_values[j * hd
+ *     + d], for d < hd (a multiple of 16), j < (largest visible[] of the
+ *     row's block of 6 + 1) / 2: each row's pairs beyond its own visible
+ *     keys must be zero, as the softmax leaves them. Each output one chain
+ *     in a fixed order (pairs in order, in chunks, sums kept in out). */
+size_t md_bf16_packed_values_words(int64_t n, int hd);
+void md_bf16_pack_values(uint32_t *packed, const float *values, int64_t n, int hd);
+void md_bf16_pack_row(uint32_t *dst, const float *src, int64_t n);
+void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t ld,
+                            const int64_t *visible, int64_t m, const uint32_t *packed_values,
+                            int hd);
+
 #endif

@@ -7,6 +7,9 @@
  * - the sums, against double precision on the rounded activations, within
  *   the bound of fp32 accumulation: (k / 2 + 4) * 2^-24 * sum |terms|;
  * - the bits do not depend on the thread count;
+ * - several products of one x in one call give each product's own bits;
+ * - prefill attention's P V: the pair packing bit for bit, the products
+ *   within the fp32 bound on the rounded weights and values;
  * - the CPU back end sends BF16 prompts (and only those) there;
  * - a CPU without AVX-512 BF16 refuses the option, naming what it lacks.
  * Shapes leave remainders everywhere: rows of x not a multiple of the
@@ -211,6 +214,98 @@ static void test_shared(void) {
   free(ws);
 }
 
+/* The bf16 pair word of (lo, hi) as the kernels must form it. */
+static uint32_t pair_word(float lo, float hi) {
+  return (to_bits(round_bf16(lo)) >> 16) | (to_bits(round_bf16(hi)) & 0xffff0000u);
+}
+
+/* Prefill attention's P V (--bf16-gemm): the packing bit for bit, in place
+ * and not; the products against double precision on the rounded operands
+ * within the fp32 bound, rows of a block seeing different numbers of keys
+ * (odd ones too), chunks of 256 pairs crossed, head_dim 16, 48 (a half
+ * block of 16 columns) and 128; words past the pairs a block may read are
+ * NaN, so reading them would show. */
+static void test_attention_values(void) {
+  const int64_t lengths[] = {1, 2, 31, 32, 33, 64, 65, 101};
+  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+    int64_t n = lengths[t], words = (n + 1) / 2;
+    float *src = checked_malloc((size_t)n * sizeof(float)), *row = checked_malloc((size_t)n * sizeof(float));
+    uint32_t *dst = checked_malloc((size_t)words * sizeof(uint32_t));
+    for (int64_t i = 0; i < n; i++) src[i] = uniform(-3.0f, 3.0f);
+    memcpy(row, src, (size_t)n * sizeof(float));
+    md_bf16_pack_row(dst, src, n);
+    md_bf16_pack_row((uint32_t *)row, row, n); /* in place */
+    int64_t wrong = 0;
+    for (int64_t j = 0; j < words; j++) {
+      uint32_t want = pair_word(src[2 * j], 2 * j + 1 < n ? src[2 * j + 1] : 0.0f);
+      wrong += dst[j] != want || ((uint32_t *)row)[j] != want;
+    }
+    CHECK_MSG(wrong == 0, "md_bf16_pack_row: %lld of %lld words wrong at n = %lld", (long long)wrong,
+              (long long)words, (long long)n);
+    free(src);
+    free(row);
+    free(dst);
+  }
+  const int hds[] = {16, 48, 128};
+  for (size_t h = 0; h < sizeof hds / sizeof hds[0]; h++) {
+    int hd = hds[h];
+    const int64_t m = 13, keys = 703 - (int64_t)(h % 2); /* odd and even; blocks of 6, 6, 1 rows */
+    int64_t visible[13];
+    for (int64_t i = 0; i < m; i++) visible[i] = i == 12 ? 1 : keys - 9 * i - (i % 2); /* odd and even */
+    float *values = checked_malloc((size_t)(keys * hd) * sizeof(float));
+    for (int64_t i = 0; i < keys * hd; i++) values[i] = uniform(-1.0f, 1.0f);
+    size_t vwords = md_bf16_packed_values_words(keys, hd);
+    CHECK(vwords == (size_t)((keys + 1) / 2 * hd));
+    uint32_t *packed = checked_malloc(vwords * sizeof(uint32_t));
+    md_bf16_pack_values(packed, values, keys, hd);
+    int64_t wrong = 0;
+    for (int64_t j = 0; j < (keys + 1) / 2; j++)
+      for (int d = 0; d < hd; d++) {
+        float hi = 2 * j + 1 < keys ? values[(2 * j + 1) * hd + d] : 0.0f;
+        wrong += packed[j * hd + d] != pair_word(values[2 * j * hd + d], hi);
+      }
+    CHECK_MSG(wrong == 0, "md_bf16_pack_values: %lld words wrong at head_dim %d", (long long)wrong, hd);
+    int64_t ld = 400; /* words per row: more than the 352 pairs of 703 keys */
+    uint32_t *p = checked_malloc((size_t)(m * ld) * sizeof(uint32_t));
+    float *weights = checked_malloc((size_t)(m * keys) * sizeof(float));
+    for (int64_t i = 0; i < m; i++) {
+      int64_t block_most = 0;
+      for (int64_t r = i / 6 * 6; r < m && r < i / 6 * 6 + 6; r++)
+        block_most = visible[r] > block_most ? visible[r] : block_most;
+      for (int64_t c = 0; c < keys; c++)
+        weights[i * keys + c] = c < visible[i] ? uniform(0.0f, 1.0f) : 0.0f;
+      for (int64_t j = 0; j < ld; j++) p[i * ld + j] = 0x7fc00000u; /* NaN pairs */
+      md_bf16_pack_row(p + i * ld, weights + i * keys, visible[i]);
+      for (int64_t j = (visible[i] + 1) / 2; j < (block_most + 1) / 2; j++) p[i * ld + j] = 0;
+    }
+    float *out = checked_malloc((size_t)(m * hd) * sizeof(float));
+    float *out_rows[13];
+    for (int64_t i = 0; i < m; i++) out_rows[i] = out + i * hd;
+    md_bf16_prefill_values(out_rows, p, ld, visible, m, packed, hd);
+    double worst = 0.0;
+    int64_t outside = 0;
+    for (int64_t i = 0; i < m; i++)
+      for (int d = 0; d < hd; d++) {
+        double sum = 0.0, magnitude = 0.0;
+        for (int64_t c = 0; c < visible[i]; c++) {
+          double term = (double)round_bf16(weights[i * keys + c]) * round_bf16(values[c * hd + d]);
+          sum += term;
+          magnitude += fabs(term);
+        }
+        double err = fabs(out_rows[i][d] - sum), bound = ((double)keys / 2 + 4) * 0x1p-24 * magnitude;
+        outside += !(err <= bound);
+        worst = err / (magnitude > 0 ? magnitude : 1) > worst ? err / (magnitude > 0 ? magnitude : 1) : worst;
+      }
+    CHECK_MSG(outside == 0, "md_bf16_prefill_values: %lld outputs outside the fp32 bound at head_dim %d (worst relative %g)",
+              (long long)outside, hd, worst);
+    free(values);
+    free(packed);
+    free(p);
+    free(weights);
+    free(out);
+  }
+}
+
 /* y = x W^T through a back end's matmul. */
 static void backend_matmul(md_kernels *k, const md_tensor *tensor, const float *x, int64_t n,
                            float *y) {
@@ -340,6 +435,7 @@ int main(void) {
     test_sums();
     test_threads();
     test_shared();
+    test_attention_values();
     test_backend();
   } else {
     printf("test_gemm_bf16: this CPU has no AVX-512 BF16: only the refusal is checked here\n");
