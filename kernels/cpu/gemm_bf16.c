@@ -91,7 +91,7 @@ MD_BF16 static inline uint32_t pair_bits(float lo, float hi) {
 /* Transposes a 16 x 16 block of 32-bit words held one row per register:
  * on return r[w] holds column w (word w of every row, row 0 in lane 0).
  * Words 4q .. 4q + 3 of a row sit in its 128-bit quarter q. */
-MD_BF16 static inline void transpose_16x16(__m512i r[16]) {
+MD_BF16 static inline __attribute__((always_inline)) void transpose_16x16(__m512i r[16]) {
   __m512i t[16];
   /* t[2m] quarter q: words 4q, 4q + 1 of rows 2m, 2m + 1 interleaved;
    * t[2m + 1]: words 4q + 2, 4q + 3. */
