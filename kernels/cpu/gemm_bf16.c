@@ -38,9 +38,16 @@
  *   on a Zen 4 (alternating, Qwen2.5-0.5B's and 1.5B's prompt shapes); 4
  *   panels per x panel and long K blocks another 1.03-1.05 times on the
  *   1.5B prompt (15.4 s against 16.1-18.4 s, alternating).
+ * - Prefetches: while the first W panel runs against an x panel, the next
+ *   x panel is fetched into L2 (a line per pair), and each tile's lines of
+ *   y are fetched for writing before its sums start (y's rows are far
+ *   apart and were missing on the final stores): streaming x from L3 ran
+ *   at 0.85-0.9 of the micro-kernel's rate on L2-resident panels, 0.93-0.96
+ *   with the prefetch (one core, a Zen 4, alternating).
  * - Work items are handed to threads as they come free (OpenMP dynamic);
  *   there are at least 4 per thread, splitting x's rows when the output is
- *   narrow.
+ *   narrow. Products of one x (q, k and v; gate and up:
+ *   md_gemm_bf16_shared) pack it once and share one list of items.
  * Every element's sum runs over K in one order (pairs in order within a
  * block, from zero in a register; the first block added to the bias, or
  * to zero, each later one to y), whatever the thread count or work split:
