@@ -411,19 +411,14 @@ PV_ROWS_OF(6)
 MD_BF16 void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t ld,
                                     const int64_t *visible, int64_t m,
                                     const uint32_t *packed_values, int hd) {
+  typedef void (*rows_kernel)(float *const *, const uint32_t *, int64_t, int64_t, int64_t,
+                              const uint32_t *, int);
+  static const rows_kernel by_rows[PV_ROWS] = {pv_1, pv_2, pv_3, pv_4, pv_5, pv_6};
   for (int64_t r = 0; r < m; r += PV_ROWS) {
     int g = m - r < PV_ROWS ? (int)(m - r) : PV_ROWS;
     int64_t most = 0;
     for (int i = 0; i < g; i++) most = visible[r + i] > most ? visible[r + i] : most;
-    int64_t pairs = (most + 1) / 2;
-    switch (g) {
-      case 1: pv_1(out_rows, p, ld, pairs, r, packed_values, hd); break;
-      case 2: pv_2(out_rows, p, ld, pairs, r, packed_values, hd); break;
-      case 3: pv_3(out_rows, p, ld, pairs, r, packed_values, hd); break;
-      case 4: pv_4(out_rows, p, ld, pairs, r, packed_values, hd); break;
-      case 5: pv_5(out_rows, p, ld, pairs, r, packed_values, hd); break;
-      default: pv_6(out_rows, p, ld, pairs, r, packed_values, hd); break;
-    }
+    by_rows[g - 1](out_rows, p, ld, (most + 1) / 2, r, packed_values, hd);
   }
 }
 
