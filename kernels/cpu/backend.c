@@ -358,11 +358,17 @@ static void gemm_bf16(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
   md_gemm_bf16_shared(c->threads, x, n, cols, outs, count, c->bf16_x, c->bf16_w);
 }
 
+/* Whether a product goes to the BF16 GEMM: --bf16-gemm, a BF16 weight, a
+ * prompt (decode rows keep the float32 matrix-vector product). */
+static bool bf16_product(const cpu_kernels *c, const md_kweight *w, int64_t n) {
+  return c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS;
+}
+
 static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   cpu_kernels *c = cpu(k);
   const float *b = bias ? bias->data : NULL;
-  if (c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS) {
+  if (bf16_product(c, w, n)) {
     md_gemm_bf16_out out = {.y = y->data, .w = w->data, .bias = b, .rows = w->rows};
     gemm_bf16(c, x->data, n, w->cols, &out, 1);
     return;
@@ -384,9 +390,9 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
                               int count, int64_t n) {
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_GEMM_BF16_MAX_SHARED, "md_gemm_bf16_shared's limit");
   cpu_kernels *c = cpu(k);
-  bool shared = c->bf16_gemm && n >= MD_GEMM_MIN_ROWS && count <= MD_KERNELS_MAX_SHARED;
+  bool shared = count <= MD_KERNELS_MAX_SHARED;
   for (int i = 0; shared && i < count; i++)
-    shared = ws[i]->dtype == MD_DTYPE_BF16 && ws[i]->cols == ws[0]->cols;
+    shared = bf16_product(c, ws[i], n) && ws[i]->cols == ws[0]->cols;
   if (!shared) {
     for (int i = 0; i < count; i++) cpu_matmul(k, ys[i], x, ws[i], biases ? biases[i] : NULL, n);
     return;
