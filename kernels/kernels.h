@@ -144,12 +144,12 @@ typedef struct md_kernel_ops {
                  const md_kweight *bias, int64_t n);
   /* Several products of one x: ys[i] = x ws[i]^T + biases[i] for
    * i < count, 1 <= count <= MD_KERNELS_MAX_SHARED (biases NULL, or any of
-   * its entries NULL: no bias), each W [out_i, in]; the same results as
-   * count matmul calls. The forward pass uses it for q/k/v and gate/up. A
-   * back end may do the work on x once: the CPU back end's BF16 prompt
-   * products (--bf16-gemm) round and pack x once and run the products in
-   * one parallel region. Optional: NULL makes the forward pass call matmul
-   * for each. */
+   * its entries NULL: no bias), each W [out_i, in]; the same products as
+   * count matmul calls, to the order of the float32 sums. The forward pass
+   * uses it for q/k/v and gate/up. A back end may do the work on x once:
+   * the CPU back end's prompt products on the avx2 path (float32) and with
+   * --bf16-gemm pack x once and run the products in one parallel region.
+   * Optional: NULL makes the forward pass call matmul for each. */
   void (*matmul_shared)(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
                         const md_kweight *const *ws, const md_kweight *const *biases, int count,
                         int64_t n);

@@ -1,0 +1,327 @@
+/* The prompt's matrix products in float32 with AVX2 + FMA (contract in
+ * gemm_f32.h): on the avx2 path, the back end's products of one x
+ * (matmul_shared: q, k and v; gate and up) with F16 or BF16 weights, in
+ * place of a weight tile widened to float32 and one cblas_sgemm call each.
+ *
+ * Why our own: on an AMD Zen 3 with Debian's OpenBLAS 0.3.21 (core Zen,
+ * its Haswell kernels) a 1,700-token prompt spent 72% of its time in
+ * OpenBLAS's sgemm kernel at about 0.8 of the FMA peak, 9% packing the
+ * operands again on every call (the weights converted to a float32 tile
+ * first when they are BF16 or F16, then packed by sgemm) and scaling C for
+ * the bias, and 8% in its threads' hand-offs (sched_yield). One product
+ * alone, this file runs at OpenBLAS's rate, no faster (0.9-1.07x on the
+ * 0.5B shapes, alternating); products of one x gain what sgemm cannot
+ * share: x packed once, the narrow k and v products (128 outputs, which
+ * sgemm runs at 0.7 of the wide ones' rate) in the same list of work items
+ * as q, one parallel region and one hand-off per group: 1.03-1.18x on
+ * q/k/v and gate/up in that microbenchmark (F32 weights). In the model
+ * on a Zen 3 that gain showed for BF16 weights only (a 0.5B prompt's best
+ * of 3 alternating 10.86 -> 9.54 s), whose widening to a float32 tile
+ * before sgemm is also gone: here the weights are widened as they are
+ * packed, and the bias is added as the tiles are stored. A 0.5B F32
+ * prompt measured the same (9.27 vs 9.23 s, best of 4), so F32 weights
+ * stay on sgemm (backend.c).
+ *
+ * Blocking (as BLIS lays out a GEMM, with the weights in the role of its B):
+ *   y[n, out] = x[n, K] W[out, K]^T.
+ * - x is packed in panels of MR = 6 rows: for each column c, the 6 rows'
+ *   x[., c] as 6 consecutive floats, so the micro-kernel broadcasts each
+ *   straight from memory; zeros beyond n.
+ * - W is packed per work item and K block, in panels of NR = 16 output
+ *   rows: for each column c, the 16 rows' W[., c] (one transpose, 8 x 8 at
+ *   a time in registers, with the F16/BF16 widening folded into the loads).
+ *   An item is GROUP = 4 such panels (64 outputs) by a range of x's
+ *   panels: each x panel is used against the 4 W panels while it sits in
+ *   L1/L2, and the 4 panels of a K block (KC_MAX = 1,024 columns: 256 KiB)
+ *   stay in a Zen 3's 512 KiB L2 for the whole range.
+ * - K is blocked only when long, in equal blocks of at most KC_MAX
+ *   columns (Qwen2.5's 896 and 1,536 are one block, the 0.5B down
+ *   projection's 4,864 five), so that the x slab a block reads (1,700 rows:
+ *   7 MiB at most) stays in L3 while the item's W panels pass over it; the
+ *   tile of y is stored once per block (the first block adds the bias,
+ *   later ones add to y). Alternating on a Zen 3, 8 panels of 512 columns
+ *   and 4 of 1,024 measured alike (within this shared machine's noise).
+ * - The micro-kernel keeps a 6 x 16 tile of y in 12 of the 16 ymm
+ *   registers: per column, 2 loads of W, 6 broadcasts of x, 12 FMAs (the
+ *   shape of BLIS's Haswell/Zen sgemm kernel; 12 independent chains cover
+ *   the FMA latency of 4 cycles on 2 pipes).
+ * - Work items are handed to threads as they come free (OpenMP dynamic),
+ *   at least ITEMS_PER_THREAD per thread, splitting x's rows when the
+ *   outputs are few; the last item, one of many, leaves the other threads
+ *   waiting a short time only.
+ * Every element's sum runs over K in one order (columns in order within a
+ * block, from zero in a register; the first block added to the bias, or
+ * to zero, each later one to y), whatever the thread count or work split. */
+#include "kernels/cpu/gemm_f32.h"
+
+#include <omp.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define MD_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+enum {
+  MR = 6,    /* rows of x per micro-tile */
+  NR = 16,   /* outputs (columns of y) per micro-tile: one packed W panel */
+  GROUP = 4, /* W panels per work item, used against each x panel in turn */
+  KC_MAX = 1024, /* columns of K per block at most */
+  ITEMS_PER_THREAD = 8
+};
+
+/* Columns of K per block: all of them up to KC_MAX, else equal blocks of
+ * at most KC_MAX (rounded up to a multiple of 8 for the packing's steps). */
+static int64_t block_cols(int64_t k) {
+  int64_t blocks = (k + KC_MAX - 1) / KC_MAX, kc = (k + blocks - 1) / blocks;
+  return blocks > 1 ? (kc + 7) / 8 * 8 : kc;
+}
+
+size_t md_gemm_f32_x_floats(int64_t n, int64_t k) {
+  return (size_t)((n + MR - 1) / MR) * (size_t)k * MR;
+}
+
+size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)GROUP * (size_t)block_cols(k) * NR; }
+
+/* r[0..7] (one row each, 8 columns) -> r[c] = column c (8 rows). */
+MD_AVX2 static inline __attribute__((always_inline)) void transpose_8x8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);     /* rows i, i+1: cols 0 1 | 4 5 */
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* cols 2 3 | 6 7 */
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);     /* col 0 | 4 of rows i..i+3 */
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee); /* col 1 | 5 */
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+  }
+}
+
+/* 8 consecutive elements of a weight row as float32 (exact widening). */
+MD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *w, md_dtype dtype,
+                                                                 size_t at) {
+  if (dtype == MD_DTYPE_F32) return _mm256_loadu_ps((const float *)w + at);
+  __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + at));
+  if (dtype == MD_DTYPE_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Packs x's rows [panel * MR, panel * MR + MR) (zeros beyond n):
+ * packed[(panel * k + c) * MR + i] = x[panel * MR + i, c]. Eight columns of
+ * the 6 rows (and 2 of zeros) at a time, transposed in registers; each
+ * column's 6 floats stored as 4 + 2. */
+MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, int64_t panel) {
+  float *dst = packed + (size_t)(panel * k) * MR;
+  int live = n - panel * MR >= MR ? MR : (int)(n - panel * MR);
+  const float *src = x + (size_t)(panel * MR) * (size_t)k;
+  int64_t c = 0;
+  for (; c + 8 <= k; c += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; i++)
+      r[i] = i < live ? _mm256_loadu_ps(src + (size_t)i * (size_t)k + (size_t)c) : _mm256_setzero_ps();
+    transpose_8x8(r);
+    for (int j = 0; j < 8; j++) {
+      float *col = dst + (c + j) * MR;
+      _mm_storeu_ps(col, _mm256_castps256_ps128(r[j]));
+      _mm_storel_pi((__m64 *)(col + 4), _mm256_extractf128_ps(r[j], 1));
+    }
+  }
+  for (; c < k; c++)
+    for (int i = 0; i < MR; i++)
+      dst[c * MR + i] = i < live ? src[(size_t)i * (size_t)k + (size_t)c] : 0.0f;
+}
+
+/* Packs W rows [j0, j0 + NR) (zeros beyond `rows`), columns [c0, c0 + kc):
+ * dst[(c - c0) * NR + j] = W[j0 + j, c] as float32. */
+MD_AVX2 static void pack_w(float *dst, const void *w, md_dtype dtype, int64_t rows, int64_t k,
+                           int64_t j0, int64_t c0, int64_t kc) {
+  for (int half = 0; half < NR / 8; half++) {
+    int64_t first = j0 + 8 * half;
+    int live = rows - first >= 8 ? 8 : rows - first > 0 ? (int)(rows - first) : 0;
+    int64_t c = 0;
+    for (; c + 8 <= kc; c += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; i++)
+        r[i] = i < live ? load8(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c))
+                        : _mm256_setzero_ps();
+      transpose_8x8(r);
+      for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (c + j) * NR + 8 * half, r[j]);
+    }
+    for (; c < kc; c++)
+      for (int i = 0; i < 8; i++)
+        dst[c * NR + 8 * half + i] =
+            i < live ? md_cpu_weight_at(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c))
+                     : 0.0f;
+  }
+}
+
+/* acc(MR x NR) = sum over kc columns of a (packed x) times b (packed W);
+ * then y rows [0, mr), columns [0, nr): y = (first ? bias or 0 : y) + acc.
+ * The 12 accumulators are named variables, not an array: GCC kept an array
+ * of them in memory (a load and a store around every FMA). */
+MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *a, const float *b,
+                                 int64_t kc, int mr, int nr, const float *bias, bool first,
+                                 const float *next, int64_t next_lines) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int i = 0; i < mr; i++) {
+    __builtin_prefetch(y + i * ldy, 1, 3);
+    __builtin_prefetch(y + i * ldy + 8, 1, 3);
+  }
+#define MD_F32_STEP(p)                                                  \
+  do {                                                                  \
+    __m256 b0 = _mm256_loadu_ps(b + (p) * NR);                          \
+    __m256 b1 = _mm256_loadu_ps(b + (p) * NR + 8);                      \
+    __m256 ai = _mm256_broadcast_ss(a + (p) * MR + 0);                  \
+    c00 = _mm256_fmadd_ps(ai, b0, c00);                                 \
+    c01 = _mm256_fmadd_ps(ai, b1, c01);                                 \
+    ai = _mm256_broadcast_ss(a + (p) * MR + 1);                         \
+    c10 = _mm256_fmadd_ps(ai, b0, c10);                                 \
+    c11 = _mm256_fmadd_ps(ai, b1, c11);                                 \
+    ai = _mm256_broadcast_ss(a + (p) * MR + 2);                         \
+    c20 = _mm256_fmadd_ps(ai, b0, c20);                                 \
+    c21 = _mm256_fmadd_ps(ai, b1, c21);                                 \
+    ai = _mm256_broadcast_ss(a + (p) * MR + 3);                         \
+    c30 = _mm256_fmadd_ps(ai, b0, c30);                                 \
+    c31 = _mm256_fmadd_ps(ai, b1, c31);                                 \
+    ai = _mm256_broadcast_ss(a + (p) * MR + 4);                         \
+    c40 = _mm256_fmadd_ps(ai, b0, c40);                                 \
+    c41 = _mm256_fmadd_ps(ai, b1, c41);                                 \
+    ai = _mm256_broadcast_ss(a + (p) * MR + 5);                         \
+    c50 = _mm256_fmadd_ps(ai, b0, c50);                                 \
+    c51 = _mm256_fmadd_ps(ai, b1, c51);                                 \
+  } while (0)
+  /* The next x panel's block is fetched into L2 during the first W
+   * panel's run: a line (16 floats) per column, for the first
+   * next_lines columns. */
+  int64_t p = 0;
+  for (; p < next_lines && p < kc; p++) {
+    _mm_prefetch((const char *)(next + p * 16), _MM_HINT_T1);
+    MD_F32_STEP(p);
+  }
+  for (; p < kc; p++) MD_F32_STEP(p);
+#undef MD_F32_STEP
+  __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (nr == NR) {
+    __m256 base0 = _mm256_setzero_ps(), base1 = _mm256_setzero_ps();
+    if (first && bias) {
+      base0 = _mm256_loadu_ps(bias);
+      base1 = _mm256_loadu_ps(bias + 8);
+    }
+    for (int i = 0; i < mr; i++) {
+      float *row = y + i * ldy;
+      if (!first) {
+        base0 = _mm256_loadu_ps(row);
+        base1 = _mm256_loadu_ps(row + 8);
+      }
+      _mm256_storeu_ps(row, _mm256_add_ps(base0, acc[i][0]));
+      _mm256_storeu_ps(row + 8, _mm256_add_ps(base1, acc[i][1]));
+    }
+    return;
+  }
+  /* A narrow last panel (outputs not a multiple of 16): lane by lane. */
+  float tile[MR][NR];
+  for (int i = 0; i < MR; i++) {
+    _mm256_storeu_ps(tile[i], acc[i][0]);
+    _mm256_storeu_ps(tile[i] + 8, acc[i][1]);
+  }
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) {
+      float base = first ? (bias ? bias[j] : 0.0f) : y[i * ldy + j];
+      y[i * ldy + j] = base + tile[i][j];
+    }
+}
+
+/* One work item: outputs [j0, j0 + GROUP * NR) (clipped) against x's
+ * panels [panel0, panel1), K block by K block. */
+MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md_dtype dtype,
+                              const float *bias, int64_t n, int64_t rows, int64_t k, int64_t j0,
+                              int64_t panel0, int64_t panel1, float *w_scratch) {
+  int64_t kc_max = block_cols(k);
+  int64_t j1 = j0 + GROUP * NR < rows ? j0 + GROUP * NR : rows;
+  int panels_w = (int)((j1 - j0 + NR - 1) / NR);
+  for (int64_t c0 = 0; c0 < k; c0 += kc_max) {
+    int64_t kc = k - c0 < kc_max ? k - c0 : kc_max;
+    for (int g = 0; g < panels_w; g++)
+      pack_w(w_scratch + (size_t)g * (size_t)kc_max * NR, w, dtype, rows, k, j0 + g * NR, c0, kc);
+    for (int64_t panel = panel0; panel < panel1; panel++) {
+      int64_t row0 = panel * MR;
+      int mr = n - row0 < MR ? (int)(n - row0) : MR;
+      const float *a = packed_x + (size_t)(panel * k + c0) * MR;
+      const float *next = packed_x + (size_t)((panel + 1) * k + c0) * MR;
+      int64_t next_lines = panel + 1 < panel1 ? (kc * MR + 15) / 16 : 0;
+      for (int g = 0; g < panels_w; g++) {
+        int64_t jg = j0 + g * NR;
+        int nr = rows - jg < NR ? (int)(rows - jg) : NR;
+        micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * (size_t)kc_max * NR,
+                     kc, mr, nr, bias ? bias + jg : NULL, c0 == 0, next, g == 0 ? next_lines : 0);
+      }
+    }
+  }
+}
+
+void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *outs, int count, float *x_scratch,
+                        float *w_scratch) {
+  int64_t panels = (n + MR - 1) / MR;
+  /* Work items: each product's groups of outputs by blocks of x's rows,
+   * product by product; at least ITEMS_PER_THREAD per thread, splitting
+   * x's rows (of every product alike) when the outputs are few. */
+  int64_t col_blocks = 0, first_block[MD_GEMM_F32_MAX_SHARED + 1];
+  for (int o = 0; o < count; o++) {
+    first_block[o] = col_blocks;
+    col_blocks += (outs[o].rows + GROUP * NR - 1) / (GROUP * NR);
+  }
+  first_block[count] = col_blocks;
+  int64_t row_blocks = (ITEMS_PER_THREAD * (int64_t)threads + col_blocks - 1) / col_blocks;
+  if (row_blocks > panels) row_blocks = panels;
+  if (row_blocks < 1) row_blocks = 1;
+  int64_t per_block = (panels + row_blocks - 1) / row_blocks;
+  row_blocks = (panels + per_block - 1) / per_block;
+  int64_t items = col_blocks * row_blocks;
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel);
+    float *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_f32_w_floats(k);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; item++) {
+      int64_t cb = item / row_blocks, rb = item % row_blocks;
+      int o = 0;
+      while (cb >= first_block[o + 1]) o++;
+      int64_t panel0 = rb * per_block;
+      int64_t panel1 = panel0 + per_block < panels ? panel0 + per_block : panels;
+      const md_gemm_f32_out *out = &outs[o];
+      gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k,
+                (cb - first_block[o]) * GROUP * NR, panel0, panel1, mine);
+    }
+  }
+}
+
+#else /* not x86-64: never called (the avx2 path does not exist there) */
+
+size_t md_gemm_f32_x_floats(int64_t n, int64_t k) { return (size_t)n * (size_t)k; }
+size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)k; }
+void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *outs, int count, float *x_scratch,
+                        float *w_scratch) {
+  (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)x_scratch,
+      (void)w_scratch;
+}
+
+#endif
+
+void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
+                 const float *bias, int64_t n, int64_t rows, int64_t k, float *x_scratch,
+                 float *w_scratch) {
+  md_gemm_f32_out out = {.y = y, .w = w, .dtype = dtype, .bias = bias, .rows = rows};
+  md_gemm_f32_shared(threads, x, n, k, &out, 1, x_scratch, w_scratch);
+}

@@ -1,0 +1,48 @@
+/* The prompt's matrix products in float32 with AVX2 + FMA
+ * (kernels/cpu/gemm_f32.c): the CPU back end's GEMM for prefill on the
+ * avx2 kernel path, in place of cblas_sgemm. The arithmetic is the float32
+ * product HF computes (no rounding of the activations or weights beyond
+ * float32; F16/BF16 weights widened exactly): each output one FMA chain
+ * over K in a fixed order, so results differ from sgemm's only by the
+ * order of the fp32 sums. Only called where md_cpu_facts has AVX2, FMA and
+ * F16C (the avx2 path or above). */
+#ifndef MD_KERNELS_CPU_GEMM_F32_H
+#define MD_KERNELS_CPU_GEMM_F32_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/base/tensor.h"
+
+/* Scratch sizes in floats: x packed (n rows, k columns), and one thread's
+ * packed block of W for k columns (the products take `threads` of them,
+ * one after another). */
+size_t md_gemm_f32_x_floats(int64_t n, int64_t k);
+size_t md_gemm_f32_w_floats(int64_t k);
+
+/* Several products of one x, x packed once and every product's work in one
+ * parallel region of `threads` OpenMP threads:
+ *   outs[o].y[i, r] = outs[o].bias[r] + sum_c x[i, c] W_o[r, c]
+ * for i < n, r < outs[o].rows: x [n, k] float32, W_o [rows, k] in its file
+ * dtype (F32, F16 or BF16), bias [rows] or NULL, y [n, rows]. Every sum
+ * runs over c in one order fixed by k alone (not by `threads`, the work
+ * split or the other products), so each output has the same bits alone or
+ * shared. 1 <= count <= MD_GEMM_F32_MAX_SHARED, n >= 1, k >= 1. */
+#define MD_GEMM_F32_MAX_SHARED 4
+typedef struct md_gemm_f32_out {
+  float *y;
+  const void *w;
+  md_dtype dtype;
+  const float *bias; /* or NULL */
+  int64_t rows;
+} md_gemm_f32_out;
+void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *outs, int count, float *x_scratch,
+                        float *w_scratch);
+
+/* One product: md_gemm_f32_shared with count 1. */
+void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
+                 const float *bias, int64_t n, int64_t rows, int64_t k, float *x_scratch,
+                 float *w_scratch);
+
+#endif
