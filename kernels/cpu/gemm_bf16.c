@@ -59,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/gemm_items.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -269,37 +271,21 @@ MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t
 void md_gemm_bf16_shared(int threads, const float *x, int64_t n, int64_t k,
                          const md_gemm_bf16_out *outs, int count, uint32_t *x_scratch,
                          uint32_t *w_scratch) {
-  int64_t panels = (n + MR - 1) / MR;
-  /* Work items: each product's groups of output rows by blocks of x's
-   * rows, product by product; at least 4 items per thread, splitting x's
-   * rows (of every product alike) when the outputs are narrow. */
-  int64_t col_blocks = 0, first_block[MD_GEMM_BF16_MAX_SHARED + 1];
-  for (int o = 0; o < count; o++) {
-    first_block[o] = col_blocks;
-    col_blocks += (outs[o].rows + GROUP * NR - 1) / (GROUP * NR);
-  }
-  first_block[count] = col_blocks;
-  int64_t row_blocks = (4 * (int64_t)threads + col_blocks - 1) / col_blocks;
-  if (row_blocks > panels) row_blocks = panels;
-  if (row_blocks < 1) row_blocks = 1;
-  int64_t per_block = (panels + row_blocks - 1) / row_blocks;
-  row_blocks = (panels + per_block - 1) / per_block;
-  int64_t items = col_blocks * row_blocks;
+  _Static_assert(MD_GEMM_BF16_MAX_SHARED <= MD_GEMM_ITEMS_MAX_PRODUCTS, "gemm_items.h's limit");
+  int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_BF16_MAX_SHARED];
+  for (int o = 0; o < count; o++) rows[o] = outs[o].rows;
+  md_gemm_items plan = md_gemm_items_plan(rows, count, GROUP * NR, panels, 4 * (int64_t)threads);
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(static)
     for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel);
     uint32_t *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_bf16_w_words(k);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < items; item++) {
-      int64_t cb = item / row_blocks, rb = item % row_blocks;
-      int o = 0;
-      while (cb >= first_block[o + 1]) o++;
-      int64_t panel0 = rb * per_block;
-      int64_t panel1 = panel0 + per_block < panels ? panel0 + per_block : panels;
-      const md_gemm_bf16_out *out = &outs[o];
-      gemm_item(out->y, x_scratch, out->w, out->bias, n, out->rows, k,
-                (cb - first_block[o]) * GROUP * NR, panel0, panel1, mine);
+    for (int64_t item = 0; item < plan.count; item++) {
+      md_gemm_item it = md_gemm_items_at(&plan, item);
+      const md_gemm_bf16_out *out = &outs[it.product];
+      gemm_item(out->y, x_scratch, out->w, out->bias, n, out->rows, k, it.col0, it.panel0,
+                it.panel1, mine);
     }
   }
 }

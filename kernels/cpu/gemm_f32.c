@@ -45,10 +45,10 @@
  *   registers: per column, 2 loads of W, 6 broadcasts of x, 12 FMAs (the
  *   shape of BLIS's Haswell/Zen sgemm kernel; 12 independent chains cover
  *   the FMA latency of 4 cycles on 2 pipes).
- * - Work items are handed to threads as they come free (OpenMP dynamic),
- *   at least ITEMS_PER_THREAD per thread, splitting x's rows when the
- *   outputs are few; the last item, one of many, leaves the other threads
- *   waiting a short time only.
+ * - Work items (gemm_items.h) are handed to threads as they come free
+ *   (OpenMP dynamic), at least ITEMS_PER_THREAD per thread, splitting x's
+ *   rows when the outputs are few; the last item, one of many, leaves the
+ *   other threads waiting a short time only.
  * Every element's sum runs over K in one order (columns in order within a
  * block, from zero in a register; the first block added to the bias, or
  * to zero, each later one to y), whatever the thread count or work split. */
@@ -59,6 +59,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/gemm_items.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -271,37 +272,22 @@ MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md
 void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *x_scratch,
                         float *w_scratch) {
-  int64_t panels = (n + MR - 1) / MR;
-  /* Work items: each product's groups of outputs by blocks of x's rows,
-   * product by product; at least ITEMS_PER_THREAD per thread, splitting
-   * x's rows (of every product alike) when the outputs are few. */
-  int64_t col_blocks = 0, first_block[MD_GEMM_F32_MAX_SHARED + 1];
-  for (int o = 0; o < count; o++) {
-    first_block[o] = col_blocks;
-    col_blocks += (outs[o].rows + GROUP * NR - 1) / (GROUP * NR);
-  }
-  first_block[count] = col_blocks;
-  int64_t row_blocks = (ITEMS_PER_THREAD * (int64_t)threads + col_blocks - 1) / col_blocks;
-  if (row_blocks > panels) row_blocks = panels;
-  if (row_blocks < 1) row_blocks = 1;
-  int64_t per_block = (panels + row_blocks - 1) / row_blocks;
-  row_blocks = (panels + per_block - 1) / per_block;
-  int64_t items = col_blocks * row_blocks;
+  _Static_assert(MD_GEMM_F32_MAX_SHARED <= MD_GEMM_ITEMS_MAX_PRODUCTS, "gemm_items.h's limit");
+  int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_F32_MAX_SHARED];
+  for (int o = 0; o < count; o++) rows[o] = outs[o].rows;
+  md_gemm_items plan =
+      md_gemm_items_plan(rows, count, GROUP * NR, panels, ITEMS_PER_THREAD * (int64_t)threads);
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(static)
     for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel);
     float *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_f32_w_floats(k);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < items; item++) {
-      int64_t cb = item / row_blocks, rb = item % row_blocks;
-      int o = 0;
-      while (cb >= first_block[o + 1]) o++;
-      int64_t panel0 = rb * per_block;
-      int64_t panel1 = panel0 + per_block < panels ? panel0 + per_block : panels;
-      const md_gemm_f32_out *out = &outs[o];
-      gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k,
-                (cb - first_block[o]) * GROUP * NR, panel0, panel1, mine);
+    for (int64_t item = 0; item < plan.count; item++) {
+      md_gemm_item it = md_gemm_items_at(&plan, item);
+      const md_gemm_f32_out *out = &outs[it.product];
+      gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k, it.col0,
+                it.panel0, it.panel1, mine);
     }
   }
 }
