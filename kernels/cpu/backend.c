@@ -365,6 +365,20 @@ static void gemm_bf16(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
   md_gemm_bf16_shared(c->threads, x, n, cols, outs, count, c->bf16_x, c->bf16_w);
 }
 
+/* Prefill on the avx2 path: outs[i].y = x W_i^T + bias_i in float32
+ * (gemm_f32.h), every W_i `cols` wide. */
+static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
+                     const md_gemm_f32_out *outs, int count) {
+  c->f32_x = grow(c->f32_x, &c->f32_x_floats, md_gemm_f32_x_floats(n, cols), sizeof(float));
+  c->f32_w = grow(c->f32_w, &c->f32_w_floats, (size_t)c->threads * md_gemm_f32_w_floats(cols),
+                  sizeof(float));
+  if (!c->f32_x || !c->f32_w) {
+    defer(c, MD_E_NOMEM);
+    return;
+  }
+  md_gemm_f32_shared(c->threads, x, n, cols, outs, count, c->f32_x, c->f32_w);
+}
+
 /* Whether a product goes to the BF16 GEMM: --bf16-gemm, a BF16 weight, a
  * prompt (decode rows keep the float32 matrix-vector product). */
 static bool bf16_product(const cpu_kernels *c, const md_kweight *w, int64_t n) {
@@ -417,20 +431,12 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
   for (int i = 0; shared && i < count; i++)
     shared = bf16_product(c, ws[i], n) && ws[i]->cols == ws[0]->cols;
   if (!shared && f32_shared(c, ws, count, n)) {
-    int64_t cols = ws[0]->cols;
-    c->f32_x = grow(c->f32_x, &c->f32_x_floats, md_gemm_f32_x_floats(n, cols), sizeof(float));
-    c->f32_w = grow(c->f32_w, &c->f32_w_floats, (size_t)c->threads * md_gemm_f32_w_floats(cols),
-                    sizeof(float));
-    if (!c->f32_x || !c->f32_w) {
-      defer(c, MD_E_NOMEM);
-      return;
-    }
     md_gemm_f32_out outs[MD_GEMM_F32_MAX_SHARED];
     for (int i = 0; i < count; i++)
       outs[i] = (md_gemm_f32_out){.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,
                                   .bias = biases && biases[i] ? biases[i]->data : NULL,
                                   .rows = ws[i]->rows};
-    md_gemm_f32_shared(c->threads, x->data, n, cols, outs, count, c->f32_x, c->f32_w);
+    gemm_f32(c, x->data, n, ws[0]->cols, outs, count);
     return;
   }
   if (!shared) {

@@ -256,8 +256,11 @@ MD_BF16 static void gemm_item(float *y, const uint32_t *packed_x, const uint16_t
       const uint32_t *a = packed_x + (panel * pairs + p0) * MR;
       /* The next x panel's block is fetched into L2 during the first W
        * panel's run (a line per pair). */
-      const uint32_t *next = packed_x + ((panel + 1) * pairs + p0) * MR;
-      int64_t next_lines = panel + 1 < panel1 ? (kc * MR + 15) / 16 : 0;
+      /* (a itself at the range's end: no pointer past the packed panels
+       * is formed.) */
+      bool more = panel + 1 < panel1;
+      const uint32_t *next = more ? a + pairs * MR : a;
+      int64_t next_lines = more ? (kc * MR + 15) / 16 : 0;
       for (int g = 0; g < panels_w; g++) {
         int64_t jg = j0 + g * NR;
         int nr = rows - jg < NR ? (int)(rows - jg) : NR;

@@ -177,39 +177,24 @@ MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *a, const fl
     __builtin_prefetch(y + i * ldy, 1, 3);
     __builtin_prefetch(y + i * ldy + 8, 1, 3);
   }
-#define MD_F32_STEP(p)                                                  \
-  do {                                                                  \
-    __m256 b0 = _mm256_loadu_ps(b + (p) * NR);                          \
-    __m256 b1 = _mm256_loadu_ps(b + (p) * NR + 8);                      \
-    __m256 ai = _mm256_broadcast_ss(a + (p) * MR + 0);                  \
-    c00 = _mm256_fmadd_ps(ai, b0, c00);                                 \
-    c01 = _mm256_fmadd_ps(ai, b1, c01);                                 \
-    ai = _mm256_broadcast_ss(a + (p) * MR + 1);                         \
-    c10 = _mm256_fmadd_ps(ai, b0, c10);                                 \
-    c11 = _mm256_fmadd_ps(ai, b1, c11);                                 \
-    ai = _mm256_broadcast_ss(a + (p) * MR + 2);                         \
-    c20 = _mm256_fmadd_ps(ai, b0, c20);                                 \
-    c21 = _mm256_fmadd_ps(ai, b1, c21);                                 \
-    ai = _mm256_broadcast_ss(a + (p) * MR + 3);                         \
-    c30 = _mm256_fmadd_ps(ai, b0, c30);                                 \
-    c31 = _mm256_fmadd_ps(ai, b1, c31);                                 \
-    ai = _mm256_broadcast_ss(a + (p) * MR + 4);                         \
-    c40 = _mm256_fmadd_ps(ai, b0, c40);                                 \
-    c41 = _mm256_fmadd_ps(ai, b1, c41);                                 \
-    ai = _mm256_broadcast_ss(a + (p) * MR + 5);                         \
-    c50 = _mm256_fmadd_ps(ai, b0, c50);                                 \
-    c51 = _mm256_fmadd_ps(ai, b1, c51);                                 \
-  } while (0)
   /* The next x panel's block is fetched into L2 during the first W
-   * panel's run: a line (16 floats) per column, for the first
-   * next_lines columns. */
-  int64_t p = 0;
-  for (; p < next_lines && p < kc; p++) {
-    _mm_prefetch((const char *)(next + p * 16), _MM_HINT_T1);
-    MD_F32_STEP(p);
+   * panel's run: a line (16 floats) per column, for the first next_lines
+   * columns. */
+  for (int64_t p = 0; p < kc; p++) {
+    if (p < next_lines) _mm_prefetch((const char *)(next + p * 16), _MM_HINT_T1);
+    __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8), ai;
+#define MD_F32_ROW(i, lo, hi)                     \
+  ai = _mm256_broadcast_ss(a + p * MR + (i));     \
+  lo = _mm256_fmadd_ps(ai, b0, lo);               \
+  hi = _mm256_fmadd_ps(ai, b1, hi)
+    MD_F32_ROW(0, c00, c01);
+    MD_F32_ROW(1, c10, c11);
+    MD_F32_ROW(2, c20, c21);
+    MD_F32_ROW(3, c30, c31);
+    MD_F32_ROW(4, c40, c41);
+    MD_F32_ROW(5, c50, c51);
+#undef MD_F32_ROW
   }
-  for (; p < kc; p++) MD_F32_STEP(p);
-#undef MD_F32_STEP
   __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   if (nr == NR) {
     __m256 base0 = _mm256_setzero_ps(), base1 = _mm256_setzero_ps();
@@ -257,8 +242,11 @@ MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md
       int64_t row0 = panel * MR;
       int mr = n - row0 < MR ? (int)(n - row0) : MR;
       const float *a = packed_x + (size_t)(panel * k + c0) * MR;
-      const float *next = packed_x + (size_t)((panel + 1) * k + c0) * MR;
-      int64_t next_lines = panel + 1 < panel1 ? (kc * MR + 15) / 16 : 0;
+      /* The next panel of the range, if any, prefetched (a itself at the
+       * range's end: no pointer past the packed panels is formed). */
+      bool more = panel + 1 < panel1;
+      const float *next = more ? a + (size_t)k * MR : a;
+      int64_t next_lines = more ? (kc * MR + 15) / 16 : 0;
       for (int g = 0; g < panels_w; g++) {
         int64_t jg = j0 + g * NR;
         int nr = rows - jg < NR ? (int)(rows - jg) : NR;
