@@ -1,8 +1,10 @@
-/* The CPU back end: OpenBLAS (sgemm for the prefill's products and for
- * attention, prefill and decode), our own F32/F16/BF16 matrix-vector,
- * softmax and SiLU kernels (AVX-512, AVX2+FMA, or portable C, chosen at run
- * time), an opt-in AVX-512 BF16 GEMM for BF16 prompts (gemm_bf16.h) and
- * OpenMP over output rows, attention tiles and blocks of keys. */
+/* The CPU back end: OpenBLAS (sgemm for the prefill's products on the
+ * portable and AVX-512 paths, and for attention on the portable path), our
+ * own F32/F16/BF16 matrix-vector, attention, softmax and SiLU kernels
+ * (AVX-512, AVX2+FMA, or portable C, chosen at run time), our own float32
+ * GEMM for the prefill's products on the AVX2 path (gemm_f32.h), an opt-in
+ * AVX-512 BF16 GEMM for BF16 prompts (gemm_bf16.h) and OpenMP over output
+ * rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
 #define MD_KERNELS_CPU_CPU_H
 

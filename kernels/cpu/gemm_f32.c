@@ -1,26 +1,26 @@
 /* The prompt's matrix products in float32 with AVX2 + FMA (contract in
- * gemm_f32.h): on the avx2 path, the back end's products of one x
- * (matmul_shared: q, k and v; gate and up) with F16 or BF16 weights, in
- * place of a weight tile widened to float32 and one cblas_sgemm call each.
+ * gemm_f32.h): on the avx2 path, every prompt product of the back end
+ * (matmul, and matmul_shared's groups of one x: q, k and v; gate and up),
+ * whatever the weights' dtype, in place of cblas_sgemm (and, for F16 or
+ * BF16 weights, of a weight tile widened to float32 before it).
  *
  * Why our own: on an AMD Zen 3 with Debian's OpenBLAS 0.3.21 (core Zen,
  * its Haswell kernels) a 1,700-token prompt spent 72% of its time in
  * OpenBLAS's sgemm kernel at about 0.8 of the FMA peak, 9% packing the
  * operands again on every call (the weights converted to a float32 tile
  * first when they are BF16 or F16, then packed by sgemm) and scaling C for
- * the bias, and 8% in its threads' hand-offs (sched_yield). One product
- * alone, this file runs at OpenBLAS's rate, no faster (0.9-1.07x on the
- * 0.5B shapes, alternating); products of one x gain what sgemm cannot
- * share: x packed once, the narrow k and v products (128 outputs, which
- * sgemm runs at 0.7 of the wide ones' rate) in the same list of work items
- * as q, one parallel region and one hand-off per group: 1.03-1.18x on
- * q/k/v and gate/up in that microbenchmark (F32 weights). In the model
- * on a Zen 3 that gain showed for BF16 weights only (a 0.5B prompt's best
- * of 3 alternating 10.86 -> 9.54 s), whose widening to a float32 tile
- * before sgemm is also gone: here the weights are widened as they are
- * packed, and the bias is added as the tiles are stored. A 0.5B F32
- * prompt measured the same (9.27 vs 9.23 s, best of 4), so F32 weights
- * stay on sgemm (backend.c).
+ * the bias (or zeroing it), and 8% in its threads' hand-offs
+ * (sched_yield). Alone, a product here runs 1.00-1.04x sgemm's rate on the
+ * 0.5B shapes (F32 weights read from memory, as in the model; alternating,
+ * 2 threads: 1,700 x 4,864 x 896 191 against 185 GFLOP/s, 0.94 of the
+ * FMA peak); products of one x gain what sgemm cannot share: x packed
+ * once, the narrow k and v products (128 outputs, which sgemm runs at 0.7
+ * of the wide ones' rate) in the same list of work items as q, one
+ * parallel region and one hand-off per group (1.03-1.18x on q/k/v and
+ * gate/up). BF16 weights are widened as they are packed, and the bias is
+ * added as the tiles are stored. In the model (0.5B, 1,700 tokens, Zen 3,
+ * best of 4 alternating): BF16 10.86 -> 9.54 s with the groups here;
+ * F32, every product here, 7.86 -> 7.67 s.
  *
  * Blocking (as BLIS lays out a GEMM, with the weights in the role of its B):
  *   y[n, out] = x[n, K] W[out, K]^T.
@@ -36,11 +36,20 @@
  *   stay in a Zen 3's 512 KiB L2 for the whole range.
  * - K is blocked only when long, in equal blocks of at most KC_MAX
  *   columns (Qwen2.5's 896 and 1,536 are one block, the 0.5B down
- *   projection's 4,864 five), so that the x slab a block reads (1,700 rows:
- *   7 MiB at most) stays in L3 while the item's W panels pass over it; the
- *   tile of y is stored once per block (the first block adds the bias,
- *   later ones add to y). Alternating on a Zen 3, 8 panels of 512 columns
- *   and 4 of 1,024 measured alike (within this shared machine's noise).
+ *   projection's 4,864 five). The blocks run one after another, each with
+ *   all its items: x's slab for the block is packed (1,700 rows: 7 MiB at
+ *   most) and stays in L3 while every item's W panels pass over it (items
+ *   running all their blocks in turn read the whole packed x, 33 MB for
+ *   the down projection, from memory once per 64 outputs: 0.95 of sgemm's
+ *   rate there, 1.0 now). The tile of y is stored once per block (the
+ *   first block adds the bias, later ones add to y). On a Zen 3, blocks of
+ *   1,024 columns with 4 panels measured best (512 x 8 and 768 x 4 0.95
+ *   and 0.99 as fast, and K = 896 in two blocks slower: the extra passes
+ *   over y and x cost more than the panels' fit in L1 gains).
+ * - The weights are read from memory (the model's are too large for L3):
+ *   the packing prefetches each row 64 elements ahead, which hides the
+ *   latency that the eight rows read together otherwise expose (about 2%
+ *   on the 0.5B gate products with cold weights).
  * - The micro-kernel keeps a 6 x 16 tile of y in 12 of the 16 ymm
  *   registers: per column, 2 loads of W, 6 broadcasts of x, 12 FMAs (the
  *   shape of BLIS's Haswell/Zen sgemm kernel; 12 independent chains cover
@@ -71,7 +80,8 @@ enum {
   NR = 16,   /* outputs (columns of y) per micro-tile: one packed W panel */
   GROUP = 4, /* W panels per work item, used against each x panel in turn */
   KC_MAX = 1024, /* columns of K per block at most */
-  ITEMS_PER_THREAD = 8
+  ITEMS_PER_THREAD = 8,
+  PREFETCH_AHEAD = 64 /* elements of a weight row prefetched ahead of its packing */
 };
 
 /* Columns of K per block: all of them up to KC_MAX, else equal blocks of
@@ -82,7 +92,7 @@ static int64_t block_cols(int64_t k) {
 }
 
 size_t md_gemm_f32_x_floats(int64_t n, int64_t k) {
-  return (size_t)((n + MR - 1) / MR) * (size_t)k * MR;
+  return (size_t)((n + MR - 1) / MR) * (size_t)block_cols(k) * MR;
 }
 
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)GROUP * (size_t)block_cols(k) * NR; }
@@ -115,16 +125,17 @@ MD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *w,
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* Packs x's rows [panel * MR, panel * MR + MR) (zeros beyond n):
- * packed[(panel * k + c) * MR + i] = x[panel * MR + i, c]. Eight columns of
- * the 6 rows (and 2 of zeros) at a time, transposed in registers; each
- * column's 6 floats stored as 4 + 2. */
-MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, int64_t panel) {
-  float *dst = packed + (size_t)(panel * k) * MR;
+/* Packs x's rows [panel * MR, panel * MR + MR) (zeros beyond n), columns
+ * [c0, c0 + kc): packed[(panel * kc + c - c0) * MR + i] = x[panel * MR + i,
+ * c]. Eight columns of the 6 rows (and 2 of zeros) at a time, transposed in
+ * registers; each column's 6 floats stored as 4 + 2. */
+MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, int64_t panel,
+                           int64_t c0, int64_t kc) {
+  float *dst = packed + (size_t)(panel * kc) * MR;
   int live = n - panel * MR >= MR ? MR : (int)(n - panel * MR);
-  const float *src = x + (size_t)(panel * MR) * (size_t)k;
+  const float *src = x + (size_t)(panel * MR) * (size_t)k + (size_t)c0;
   int64_t c = 0;
-  for (; c + 8 <= k; c += 8) {
+  for (; c + 8 <= kc; c += 8) {
     __m256 r[8];
     for (int i = 0; i < 8; i++)
       r[i] = i < live ? _mm256_loadu_ps(src + (size_t)i * (size_t)k + (size_t)c) : _mm256_setzero_ps();
@@ -135,7 +146,7 @@ MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, 
       _mm_storel_pi((__m64 *)(col + 4), _mm256_extractf128_ps(r[j], 1));
     }
   }
-  for (; c < k; c++)
+  for (; c < kc; c++)
     for (int i = 0; i < MR; i++)
       dst[c * MR + i] = i < live ? src[(size_t)i * (size_t)k + (size_t)c] : 0.0f;
 }
@@ -144,12 +155,20 @@ MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, 
  * dst[(c - c0) * NR + j] = W[j0 + j, c] as float32. */
 MD_AVX2 static void pack_w(float *dst, const void *w, md_dtype dtype, int64_t rows, int64_t k,
                            int64_t j0, int64_t c0, int64_t kc) {
+  const char *bytes = w;
+  size_t esize = dtype == MD_DTYPE_F32 ? 4 : 2;
   for (int half = 0; half < NR / 8; half++) {
     int64_t first = j0 + 8 * half;
     int live = rows - first >= 8 ? 8 : rows - first > 0 ? (int)(rows - first) : 0;
     int64_t c = 0;
     for (; c + 8 <= kc; c += 8) {
       __m256 r[8];
+      /* Each live row PREFETCH_AHEAD elements on, within the block. */
+      if (c % 16 == 0 && c + PREFETCH_AHEAD < kc)
+        for (int i = 0; i < live; i++) {
+          size_t at = (size_t)(first + i) * (size_t)k + (size_t)(c0 + c + PREFETCH_AHEAD);
+          _mm_prefetch(bytes + at * esize, _MM_HINT_T0);
+        }
       for (int i = 0; i < 8; i++)
         r[i] = i < live ? load8(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c))
                         : _mm256_setzero_ps();
@@ -226,33 +245,31 @@ MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *a, const fl
     }
 }
 
-/* One work item: outputs [j0, j0 + GROUP * NR) (clipped) against x's
- * panels [panel0, panel1), K block by K block. */
+/* One work item of the K block [c0, c0 + kc): outputs [j0, j0 + GROUP *
+ * NR) (clipped) against x's panels [panel0, panel1), packed_x holding the
+ * block's slab of x. */
 MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md_dtype dtype,
-                              const float *bias, int64_t n, int64_t rows, int64_t k, int64_t j0,
-                              int64_t panel0, int64_t panel1, float *w_scratch) {
-  int64_t kc_max = block_cols(k);
+                              const float *bias, int64_t n, int64_t rows, int64_t k, int64_t c0,
+                              int64_t kc, int64_t j0, int64_t panel0, int64_t panel1,
+                              float *w_scratch) {
   int64_t j1 = j0 + GROUP * NR < rows ? j0 + GROUP * NR : rows;
   int panels_w = (int)((j1 - j0 + NR - 1) / NR);
-  for (int64_t c0 = 0; c0 < k; c0 += kc_max) {
-    int64_t kc = k - c0 < kc_max ? k - c0 : kc_max;
-    for (int g = 0; g < panels_w; g++)
-      pack_w(w_scratch + (size_t)g * (size_t)kc_max * NR, w, dtype, rows, k, j0 + g * NR, c0, kc);
-    for (int64_t panel = panel0; panel < panel1; panel++) {
-      int64_t row0 = panel * MR;
-      int mr = n - row0 < MR ? (int)(n - row0) : MR;
-      const float *a = packed_x + (size_t)(panel * k + c0) * MR;
-      /* The next panel of the range, if any, prefetched (a itself at the
-       * range's end: no pointer past the packed panels is formed). */
-      bool more = panel + 1 < panel1;
-      const float *next = more ? a + (size_t)k * MR : a;
-      int64_t next_lines = more ? (kc * MR + 15) / 16 : 0;
-      for (int g = 0; g < panels_w; g++) {
-        int64_t jg = j0 + g * NR;
-        int nr = rows - jg < NR ? (int)(rows - jg) : NR;
-        micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * (size_t)kc_max * NR,
-                     kc, mr, nr, bias ? bias + jg : NULL, c0 == 0, next, g == 0 ? next_lines : 0);
-      }
+  for (int g = 0; g < panels_w; g++)
+    pack_w(w_scratch + (size_t)g * (size_t)kc * NR, w, dtype, rows, k, j0 + g * NR, c0, kc);
+  for (int64_t panel = panel0; panel < panel1; panel++) {
+    int64_t row0 = panel * MR;
+    int mr = n - row0 < MR ? (int)(n - row0) : MR;
+    const float *a = packed_x + (size_t)(panel * kc) * MR;
+    /* The next panel of the range, if any, prefetched (a itself at the
+     * range's end: no pointer past the packed panels is formed). */
+    bool more = panel + 1 < panel1;
+    const float *next = more ? a + (size_t)kc * MR : a;
+    int64_t next_lines = more ? (kc * MR + 15) / 16 : 0;
+    for (int g = 0; g < panels_w; g++) {
+      int64_t jg = j0 + g * NR;
+      int nr = rows - jg < NR ? (int)(rows - jg) : NR;
+      micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * (size_t)kc * NR, kc, mr,
+                   nr, bias ? bias + jg : NULL, c0 == 0, next, g == 0 ? next_lines : 0);
     }
   }
 }
@@ -261,21 +278,29 @@ void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *x_scratch,
                         float *w_scratch) {
   _Static_assert(MD_GEMM_F32_MAX_SHARED <= MD_GEMM_ITEMS_MAX_PRODUCTS, "gemm_items.h's limit");
-  int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_F32_MAX_SHARED];
+  int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_F32_MAX_SHARED], kc_max = block_cols(k);
   for (int o = 0; o < count; o++) rows[o] = outs[o].rows;
   md_gemm_items plan =
       md_gemm_items_plan(rows, count, GROUP * NR, panels, ITEMS_PER_THREAD * (int64_t)threads);
 #pragma omp parallel num_threads(threads)
   {
-#pragma omp for schedule(static)
-    for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel);
     float *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_f32_w_floats(k);
+    /* K block by K block: the block's slab of x is packed, then every item
+     * runs over it while it is in L3 (items block by block ran the 0.5B
+     * down projection's 4,864 columns at 0.95 of sgemm's rate: each of its
+     * 14 column blocks read all of packed x, 33 MB, from memory). The
+     * barriers of the two loops keep a slab until its items are done. */
+    for (int64_t c0 = 0; c0 < k; c0 += kc_max) {
+      int64_t kc = k - c0 < kc_max ? k - c0 : kc_max;
+#pragma omp for schedule(static)
+      for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel, c0, kc);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < plan.count; item++) {
-      md_gemm_item it = md_gemm_items_at(&plan, item);
-      const md_gemm_f32_out *out = &outs[it.product];
-      gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k, it.col0,
-                it.panel0, it.panel1, mine);
+      for (int64_t item = 0; item < plan.count; item++) {
+        md_gemm_item it = md_gemm_items_at(&plan, item);
+        const md_gemm_f32_out *out = &outs[it.product];
+        gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k, c0, kc,
+                  it.col0, it.panel0, it.panel1, mine);
+      }
     }
   }
 }

@@ -1,11 +1,11 @@
 /* The prompt's matrix products in float32 with AVX2 + FMA
- * (kernels/cpu/gemm_f32.c): the CPU back end's GEMM for prefill on the
- * avx2 kernel path, in place of cblas_sgemm. The arithmetic is the float32
- * product HF computes (no rounding of the activations or weights beyond
- * float32; F16/BF16 weights widened exactly): each output one FMA chain
- * over K in a fixed order, so results differ from sgemm's only by the
- * order of the fp32 sums. Only called where md_cpu_facts has AVX2, FMA and
- * F16C (the avx2 path or above). */
+ * (kernels/cpu/gemm_f32.c): the CPU back end's GEMM for every prompt
+ * product on the avx2 kernel path, in place of cblas_sgemm. The
+ * arithmetic is the float32 product HF computes (no rounding of the
+ * activations or weights beyond float32; F16/BF16 weights widened
+ * exactly): each output one FMA chain over K in a fixed order, so results
+ * differ from sgemm's only by the order of the fp32 sums. Only called
+ * where md_cpu_facts has AVX2, FMA and F16C (the avx2 path or above). */
 #ifndef MD_KERNELS_CPU_GEMM_F32_H
 #define MD_KERNELS_CPU_GEMM_F32_H
 
@@ -14,9 +14,10 @@
 
 #include "io/base/tensor.h"
 
-/* Scratch sizes in floats: x packed (n rows, k columns), and one thread's
- * packed block of W for k columns (the products take `threads` of them,
- * one after another). */
+/* Scratch sizes in floats: one block of K's columns of x packed (n rows;
+ * the blocks are packed one after another into the same scratch), and one
+ * thread's packed block of W (the products take `threads` of them, one
+ * after another). */
 size_t md_gemm_f32_x_floats(int64_t n, int64_t k);
 size_t md_gemm_f32_w_floats(int64_t k);
 

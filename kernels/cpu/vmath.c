@@ -22,11 +22,16 @@
 MD_AVX2 static inline __m256 exp8(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f);
   const __m256 lo = _mm256_set1_ps(-87.3365447504f); /* ln(FLT_MIN): below it, 0 */
+  /* n = x / ln 2 rounded to nearest by adding 1.5 * 2^23, whose float then
+   * holds n in its low mantissa bits: 2^n is those bits shifted into the
+   * exponent field (the constant's own bits shift out), plus the bias. */
+  const __m256 round = _mm256_set1_ps(12582912.0f);
   __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  __m256 v = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
-  __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f),
-                                             _mm256_set1_ps(0.5f)));
+  /* A NaN x passes through min and max (it is their second operand) and
+   * every step after: the result is NaN. */
+  __m256 v = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
+  __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f), round);
+  __m256 n = _mm256_sub_ps(t, round);
   v = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
   v = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), v);
   __m256 p = _mm256_set1_ps(1.9875691500e-4f);
@@ -37,10 +42,9 @@ MD_AVX2 static inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(5.0000001201e-1f));
   p = _mm256_fmadd_ps(p, _mm256_mul_ps(v, v), v);
   p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-  result = _mm256_andnot_ps(underflow, result);
-  return _mm256_blendv_ps(result, x, is_nan);
+  __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23),
+                               _mm256_set1_epi32(127 << 23));
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
 }
 
 MD_AVX2 static void softmax_avx2(float *x, int64_t n) {

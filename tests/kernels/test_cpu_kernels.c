@@ -132,6 +132,12 @@ static void test_silu(md_cpu_isa isa) {
   for (int i = 0; i < N; i++)
     CHECK_MSG(fabs(gate[i] - want[i]) <= 1e-6 * fabs(want[i]) + 1e-30,
               "silu isa %d [%d]: %.9g vs %.9g", (int)isa, i, gate[i], want[i]);
+  /* A NaN gate gives NaN (as torch does), in a vector lane and in the tail. */
+  float nan_gate[9], nan_up[9];
+  for (int i = 0; i < 9; i++) nan_gate[i] = i == 2 || i == 8 ? NAN : 1.0f, nan_up[i] = 1.0f;
+  md_cpu_silu_mul(isa, nan_gate, nan_up, 9);
+  CHECK_MSG(isnan(nan_gate[2]) && isnan(nan_gate[8]) && !isnan(nan_gate[0]),
+            "silu isa %d: NaN in, %g and %g out", (int)isa, nan_gate[2], nan_gate[8]);
 }
 
 /* Decode attention's products for one KV head and a block of keys, with

@@ -5,10 +5,10 @@
  * - every output written, nothing past y (a guard after it);
  * - the bits do not depend on the thread count;
  * - several products of one x in one call give each product's own bits;
- * - the CPU back end sends a prompt's products of one x there on the avx2
- *   path for F16/BF16 weights (within the fp32 bound), and keeps sgemm
- *   for F32 weights and on the portable path, and matrix-vector products
- *   for decode rows.
+ * - the CPU back end sends every prompt product there on the avx2 path
+ *   (matmul, and matmul_shared's products of one x, for every weight
+ *   dtype: md_gemm_f32's bits), and keeps sgemm on the portable path, and
+ *   matrix-vector products for decode rows.
  * Shapes leave remainders everywhere: rows of x not a multiple of the
  * micro-tile's 6 (and fewer than 6), outputs not a multiple of a panel's 16
  * (and fewer than 16), K not a multiple of 8, K above 1,024 (summed in
@@ -223,9 +223,10 @@ static void backend_products(md_kernels *k, const md_tensor *const *tensors,
 
 /* The back end: on the avx2 path a prompt's products of one x are
  * md_gemm_f32_shared's bits (q/k/v-like: a wide product with a bias and a
- * narrow one), within the fp32 bound; the portable path keeps sgemm (its
- * shared call is its matmuls' bits); decode rows keep the matrix-vector
- * product's bits on both. */
+ * narrow one), within the fp32 bound, and a single matmul is md_gemm_f32's,
+ * for BF16 and F32 weights; the portable path keeps sgemm (its shared call
+ * is its matmuls' bits); decode rows keep the matrix-vector product's bits
+ * on both. */
 static void test_backend(void) {
   md_cpu_options avx2 = {.threads = 2, .kernels = MD_CPU_KERNELS_AVX2};
   md_cpu_options portable = {.threads = 2, .kernels = MD_CPU_KERNELS_PORTABLE};
@@ -252,7 +253,7 @@ static void test_backend(void) {
     single[o] = checked_malloc((size_t)(n * rows[o]) * sizeof(float));
   }
   /* avx2: the shared call is md_gemm_f32_shared's bits and within the
-   * bound; a single matmul is sgemm's, also within the bound. */
+   * bound; a single matmul is md_gemm_f32's bits. */
   md_gemm_f32_out outs[2];
   for (int o = 0; o < 2; o++)
     outs[o] = (md_gemm_f32_out){.y = want[o], .w = p[o].w, .dtype = MD_DTYPE_BF16,
@@ -269,8 +270,9 @@ static void test_backend(void) {
               "avx2 path: matmul_shared's product %d beyond the fp32 bound (worst %.3g)", o, worst);
   }
   backend_products(k_avx2, ts, bs, 0, p[0].x, n, single);
-  CHECK_MSG(outside_bound(&p[0], single[0], &worst) == 0,
-            "avx2 path: matmul beyond the fp32 bound (worst %.3g)", worst);
+  md_gemm_f32(2, want[0], p[0].x, p[0].w, MD_DTYPE_BF16, p[0].bias, n, rows[0], cols, xs, ws);
+  CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * rows[0]) * sizeof(float)) == 0,
+            "avx2 path: matmul is not md_gemm_f32's");
   /* portable: matmul_shared is its matmuls, bit for bit. */
   backend_products(k_portable, ts, bs, 2, p[0].x, n, got);
   for (int o = 0; o < 2; o++) {
@@ -279,7 +281,8 @@ static void test_backend(void) {
     CHECK_MSG(memcmp(got[o], single[0], (size_t)(n * rows[o]) * sizeof(float)) == 0,
               "portable path: matmul_shared's product %d is not its matmul's", o);
   }
-  /* F32 weights on the avx2 path: matmul_shared is its matmuls (sgemm). */
+  /* F32 weights on the avx2 path: matmul_shared and matmul are
+   * md_gemm_f32's bits too. */
   {
     const int64_t r = rows[0];
     float *wf = checked_malloc((size_t)(r * cols) * sizeof(float));
@@ -287,11 +290,16 @@ static void test_backend(void) {
     md_tensor f32 = {.name = "w", .dtype = MD_DTYPE_F32, .ndim = 2, .shape = {r, cols},
                      .data = wf, .nbytes = (size_t)(r * cols) * 4};
     const md_tensor *f32s[] = {&f32, &f32}, *one[] = {&f32};
-    float *pair[] = {got[0], want[0]};
-    backend_products(k_avx2, f32s, bs, 2, p[0].x, n, pair);
+    float *pair[] = {got[0], single[0]}; /* both rows[0] wide */
+    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, NULL, n, r, cols, xs, ws);
+    backend_products(k_avx2, f32s, none, 2, p[0].x, n, pair);
+    CHECK_MSG(memcmp(got[0], want[0], (size_t)(n * r) * sizeof(float)) == 0 &&
+                  memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
+              "avx2 path: matmul_shared of F32 weights is not md_gemm_f32's");
+    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, p[0].bias, n, r, cols, xs, ws);
     backend_products(k_avx2, one, bs, 0, p[0].x, n, single);
-    CHECK_MSG(memcmp(got[0], single[0], (size_t)(n * r) * sizeof(float)) == 0,
-              "avx2 path: matmul_shared of F32 weights is not its matmul's");
+    CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
+              "avx2 path: matmul of F32 weights is not md_gemm_f32's");
     free(wf);
   }
   /* A decode row (n = 1): the matrix-vector product on the avx2 path,
