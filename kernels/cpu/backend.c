@@ -45,8 +45,6 @@ typedef struct cpu_kernels {
   size_t bf16_x_words;
   uint32_t *bf16_w;     /* its packed weight panels, one per thread */
   size_t bf16_w_words;
-  float *f32_x;         /* md_gemm_f32's packed activations, grown on demand */
-  size_t f32_x_floats;
   float *f32_w;         /* its packed weight panels, one per thread */
   size_t f32_w_floats;
   float *row_scratch;   /* one normalised row for the LM head */
@@ -381,14 +379,13 @@ static void gemm_bf16(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
  * (gemm_f32.h), every W_i `cols` wide, any dtype. */
 static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
                      const md_gemm_f32_out *outs, int count) {
-  c->f32_x = grow(c->f32_x, &c->f32_x_floats, md_gemm_f32_x_floats(n, cols), sizeof(float));
   c->f32_w = grow(c->f32_w, &c->f32_w_floats, (size_t)c->threads * md_gemm_f32_w_floats(cols),
                   sizeof(float));
-  if (!c->f32_x || !c->f32_w) {
+  if (!c->f32_w) {
     defer(c, MD_E_NOMEM);
     return;
   }
-  md_gemm_f32_shared(c->threads, x, n, cols, outs, count, c->f32_x, c->f32_w);
+  md_gemm_f32_shared(c->threads, x, n, cols, outs, count, c->f32_w);
 }
 
 /* Whether a product goes to our float32 GEMM (gemm_f32.h): the avx2 path
@@ -506,7 +503,6 @@ static void cpu_destroy(md_kernels *k) {
   free(c->gemm_scratch);
   free(c->bf16_x);
   free(c->bf16_w);
-  free(c->f32_x);
   free(c->f32_w);
   free(c->row_scratch);
   free(c);

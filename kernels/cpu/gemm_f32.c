@@ -13,20 +13,27 @@
  * (sched_yield). Alone, a product here runs 1.00-1.04x sgemm's rate on the
  * 0.5B shapes (F32 weights read from memory, as in the model; alternating,
  * 2 threads: 1,700 x 4,864 x 896 191 against 185 GFLOP/s, 0.94 of the
- * FMA peak); products of one x gain what sgemm cannot share: x packed
- * once, the narrow k and v products (128 outputs, which sgemm runs at 0.7
- * of the wide ones' rate) in the same list of work items as q, one
- * parallel region and one hand-off per group (1.03-1.18x on q/k/v and
- * gate/up). BF16 weights are widened as they are packed, and the bias is
- * added as the tiles are stored. In the model (0.5B, 1,700 tokens, Zen 3,
- * best of 4 alternating): BF16 10.86 -> 9.54 s with the groups here;
- * F32, every product here, 7.86 -> 7.67 s.
+ * FMA peak); products of one x gain what sgemm cannot share: the narrow
+ * k and v products (128 outputs, which sgemm runs at 0.7 of the wide ones'
+ * rate) in the same list of work items as q, one parallel region and one
+ * hand-off per group (1.03-1.18x on q/k/v and gate/up). BF16 weights are
+ * widened as they are packed, the bias is added as the tiles are stored,
+ * and x is not packed at all. In the model (0.5B, 1,700 tokens, Zen 3,
+ * best of 4 alternating): BF16 10.86 -> 9.54 s with the groups here; F32
+ * with every product here 7.86 -> 7.67 s, and 7.41 -> 7.34 s with x read
+ * in place (a quieter hour).
  *
  * Blocking (as BLIS lays out a GEMM, with the weights in the role of its B):
  *   y[n, out] = x[n, K] W[out, K]^T.
- * - x is packed in panels of MR = 6 rows: for each column c, the 6 rows'
- *   x[., c] as 6 consecutive floats, so the micro-kernel broadcasts each
- *   straight from memory; zeros beyond n.
+ * - x is read in place, in panels of MR = 6 rows: the micro-kernel
+ *   broadcasts each of the 6 rows' x[., c] from its row (6 pointers, as
+ *   the prompt's attention reads its queries), and a panel's 6 runs of a
+ *   K block's columns (at most 24 KiB) stay in L1 while the item's W
+ *   panels pass over them; the next panel's lines are prefetched during
+ *   the first W panel's run. Packing x first, in 6-row column-interleaved
+ *   panels as BLIS does, cost a pass over x and measured 1-2% slower in
+ *   the model. Rows beyond n repeat the panel's first row and are never
+ *   stored.
  * - W is packed per work item and K block, in panels of NR = 16 output
  *   rows: for each column c, the 16 rows' W[., c] (one transpose, 8 x 8 at
  *   a time in registers, with the F16/BF16 widening folded into the loads).
@@ -37,11 +44,11 @@
  * - K is blocked only when long, in equal blocks of at most KC_MAX
  *   columns (Qwen2.5's 896 and 1,536 are one block, the 0.5B down
  *   projection's 4,864 five). The blocks run one after another, each with
- *   all its items: x's slab for the block is packed (1,700 rows: 7 MiB at
- *   most) and stays in L3 while every item's W panels pass over it (items
- *   running all their blocks in turn read the whole packed x, 33 MB for
- *   the down projection, from memory once per 64 outputs: 0.95 of sgemm's
- *   rate there, 1.0 now). The tile of y is stored once per block (the
+ *   all its items: the block's columns of x (1,700 rows: 7 MiB at most)
+ *   stay in L3 while every item's W panels pass over them (items running
+ *   all their blocks in turn read the whole of x, 33 MB for the down
+ *   projection, from memory once per 64 outputs: 0.95 of sgemm's rate
+ *   there, 1.0 block by block). The tile of y is stored once per block (the
  *   first block adds the bias, later ones add to y). On a Zen 3, blocks of
  *   1,024 columns with 4 panels measured best (512 x 8 and 768 x 4 0.95
  *   and 0.99 as fast, and K = 896 in two blocks slower: the extra passes
@@ -91,10 +98,6 @@ static int64_t block_cols(int64_t k) {
   return blocks > 1 ? (kc + 7) / 8 * 8 : kc;
 }
 
-size_t md_gemm_f32_x_floats(int64_t n, int64_t k) {
-  return (size_t)((n + MR - 1) / MR) * (size_t)block_cols(k) * MR;
-}
-
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)GROUP * (size_t)block_cols(k) * NR; }
 
 /* r[0..7] (one row each, 8 columns) -> r[c] = column c (8 rows). */
@@ -123,32 +126,6 @@ MD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *w,
   __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + at));
   if (dtype == MD_DTYPE_F16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-/* Packs x's rows [panel * MR, panel * MR + MR) (zeros beyond n), columns
- * [c0, c0 + kc): packed[(panel * kc + c - c0) * MR + i] = x[panel * MR + i,
- * c]. Eight columns of the 6 rows (and 2 of zeros) at a time, transposed in
- * registers; each column's 6 floats stored as 4 + 2. */
-MD_AVX2 static void pack_x(float *packed, const float *x, int64_t n, int64_t k, int64_t panel,
-                           int64_t c0, int64_t kc) {
-  float *dst = packed + (size_t)(panel * kc) * MR;
-  int live = n - panel * MR >= MR ? MR : (int)(n - panel * MR);
-  const float *src = x + (size_t)(panel * MR) * (size_t)k + (size_t)c0;
-  int64_t c = 0;
-  for (; c + 8 <= kc; c += 8) {
-    __m256 r[8];
-    for (int i = 0; i < 8; i++)
-      r[i] = i < live ? _mm256_loadu_ps(src + (size_t)i * (size_t)k + (size_t)c) : _mm256_setzero_ps();
-    transpose_8x8(r);
-    for (int j = 0; j < 8; j++) {
-      float *col = dst + (c + j) * MR;
-      _mm_storeu_ps(col, _mm256_castps256_ps128(r[j]));
-      _mm_storel_pi((__m64 *)(col + 4), _mm256_extractf128_ps(r[j], 1));
-    }
-  }
-  for (; c < kc; c++)
-    for (int i = 0; i < MR; i++)
-      dst[c * MR + i] = i < live ? src[(size_t)i * (size_t)k + (size_t)c] : 0.0f;
 }
 
 /* Packs W rows [j0, j0 + NR) (zeros beyond `rows`), columns [c0, c0 + kc):
@@ -183,35 +160,36 @@ MD_AVX2 static void pack_w(float *dst, const void *w, md_dtype dtype, int64_t ro
   }
 }
 
-/* acc(MR x NR) = sum over kc columns of a (packed x) times b (packed W);
- * then y rows [0, mr), columns [0, nr): y = (first ? bias or 0 : y) + acc.
- * The 12 accumulators are named variables, not an array: GCC kept an array
- * of them in memory (a load and a store around every FMA). */
-MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *a, const float *b,
+/* acc(MR x NR) = sum over kc columns of x's 6 rows (a[i], read in place)
+ * times b (packed W); then y rows [0, mr), columns [0, nr): y = (first ?
+ * bias or 0 : y) + acc. next, if not NULL: the next panel's 6 rows, whose
+ * lines are prefetched as the columns go by. The 12 accumulators are named
+ * variables, not an array: GCC kept an array of them in memory (a load and
+ * a store around every FMA). */
+MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *const *a, const float *b,
                                  int64_t kc, int mr, int nr, const float *bias, bool first,
-                                 const float *next, int64_t next_lines) {
+                                 const float *const *next) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int i = 0; i < mr; i++) {
     __builtin_prefetch(y + i * ldy, 1, 3);
     __builtin_prefetch(y + i * ldy + 8, 1, 3);
   }
-  /* The next x panel's block is fetched into L2 during the first W
-   * panel's run: a line (16 floats) per column, for the first next_lines
-   * columns. */
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
   for (int64_t p = 0; p < kc; p++) {
-    if (p < next_lines) _mm_prefetch((const char *)(next + p * 16), _MM_HINT_T1);
+    if (next && p % 16 == 0)
+      for (int i = 0; i < MR; i++) _mm_prefetch((const char *)(next[i] + p), _MM_HINT_T0);
     __m256 b0 = _mm256_loadu_ps(b + p * NR), b1 = _mm256_loadu_ps(b + p * NR + 8), ai;
-#define MD_F32_ROW(i, lo, hi)                     \
-  ai = _mm256_broadcast_ss(a + p * MR + (i));     \
-  lo = _mm256_fmadd_ps(ai, b0, lo);               \
+#define MD_F32_ROW(row, lo, hi)        \
+  ai = _mm256_broadcast_ss(row + p); \
+  lo = _mm256_fmadd_ps(ai, b0, lo);  \
   hi = _mm256_fmadd_ps(ai, b1, hi)
-    MD_F32_ROW(0, c00, c01);
-    MD_F32_ROW(1, c10, c11);
-    MD_F32_ROW(2, c20, c21);
-    MD_F32_ROW(3, c30, c31);
-    MD_F32_ROW(4, c40, c41);
-    MD_F32_ROW(5, c50, c51);
+    MD_F32_ROW(a0, c00, c01);
+    MD_F32_ROW(a1, c10, c11);
+    MD_F32_ROW(a2, c20, c21);
+    MD_F32_ROW(a3, c30, c31);
+    MD_F32_ROW(a4, c40, c41);
+    MD_F32_ROW(a5, c50, c51);
 #undef MD_F32_ROW
   }
   __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
@@ -245,10 +223,17 @@ MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *a, const fl
     }
 }
 
+/* x's 6 rows of the panel starting at row0, from column c0 (rows beyond n
+ * repeat row0: their sums are computed and never stored). */
+static void panel_rows(const float **a, const float *x, int64_t n, int64_t k, int64_t row0,
+                       int64_t c0) {
+  for (int i = 0; i < MR; i++)
+    a[i] = x + (size_t)(row0 + i < n ? row0 + i : row0) * (size_t)k + (size_t)c0;
+}
+
 /* One work item of the K block [c0, c0 + kc): outputs [j0, j0 + GROUP *
- * NR) (clipped) against x's panels [panel0, panel1), packed_x holding the
- * block's slab of x. */
-MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md_dtype dtype,
+ * NR) (clipped) against x's panels [panel0, panel1). */
+MD_AVX2 static void gemm_item(float *y, const float *x, const void *w, md_dtype dtype,
                               const float *bias, int64_t n, int64_t rows, int64_t k, int64_t c0,
                               int64_t kc, int64_t j0, int64_t panel0, int64_t panel1,
                               float *w_scratch) {
@@ -256,27 +241,27 @@ MD_AVX2 static void gemm_item(float *y, const float *packed_x, const void *w, md
   int panels_w = (int)((j1 - j0 + NR - 1) / NR);
   for (int g = 0; g < panels_w; g++)
     pack_w(w_scratch + (size_t)g * (size_t)kc * NR, w, dtype, rows, k, j0 + g * NR, c0, kc);
+  const float *a[MR], *next[MR];
+  panel_rows(a, x, n, k, panel0 * MR, c0);
   for (int64_t panel = panel0; panel < panel1; panel++) {
     int64_t row0 = panel * MR;
     int mr = n - row0 < MR ? (int)(n - row0) : MR;
-    const float *a = packed_x + (size_t)(panel * kc) * MR;
-    /* The next panel of the range, if any, prefetched (a itself at the
-     * range's end: no pointer past the packed panels is formed). */
+    /* The next panel of the range, if any, prefetched during the first W
+     * panel's run. */
     bool more = panel + 1 < panel1;
-    const float *next = more ? a + (size_t)kc * MR : a;
-    int64_t next_lines = more ? (kc * MR + 15) / 16 : 0;
+    if (more) panel_rows(next, x, n, k, row0 + MR, c0);
     for (int g = 0; g < panels_w; g++) {
       int64_t jg = j0 + g * NR;
       int nr = rows - jg < NR ? (int)(rows - jg) : NR;
       micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * (size_t)kc * NR, kc, mr,
-                   nr, bias ? bias + jg : NULL, c0 == 0, next, g == 0 ? next_lines : 0);
+                   nr, bias ? bias + jg : NULL, c0 == 0, more && g == 0 ? next : NULL);
     }
+    if (more) memcpy(a, next, sizeof a);
   }
 }
 
 void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
-                        const md_gemm_f32_out *outs, int count, float *x_scratch,
-                        float *w_scratch) {
+                        const md_gemm_f32_out *outs, int count, float *w_scratch) {
   _Static_assert(MD_GEMM_F32_MAX_SHARED <= MD_GEMM_ITEMS_MAX_PRODUCTS, "gemm_items.h's limit");
   int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_F32_MAX_SHARED], kc_max = block_cols(k);
   for (int o = 0; o < count; o++) rows[o] = outs[o].rows;
@@ -285,20 +270,16 @@ void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
 #pragma omp parallel num_threads(threads)
   {
     float *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_f32_w_floats(k);
-    /* K block by K block: the block's slab of x is packed, then every item
-     * runs over it while it is in L3 (items block by block ran the 0.5B
-     * down projection's 4,864 columns at 0.95 of sgemm's rate: each of its
-     * 14 column blocks read all of packed x, 33 MB, from memory). The
-     * barriers of the two loops keep a slab until its items are done. */
+    /* K block by K block, every item over the block's columns of x while
+     * they are in L3; the loop's barrier keeps each tile of y's blocks in
+     * order. */
     for (int64_t c0 = 0; c0 < k; c0 += kc_max) {
       int64_t kc = k - c0 < kc_max ? k - c0 : kc_max;
-#pragma omp for schedule(static)
-      for (int64_t panel = 0; panel < panels; panel++) pack_x(x_scratch, x, n, k, panel, c0, kc);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t item = 0; item < plan.count; item++) {
         md_gemm_item it = md_gemm_items_at(&plan, item);
         const md_gemm_f32_out *out = &outs[it.product];
-        gemm_item(out->y, x_scratch, out->w, out->dtype, out->bias, n, out->rows, k, c0, kc,
+        gemm_item(out->y, x, out->w, out->dtype, out->bias, n, out->rows, k, c0, kc,
                   it.col0, it.panel0, it.panel1, mine);
       }
     }
@@ -307,20 +288,16 @@ void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
 
 #else /* not x86-64: never called (the avx2 path does not exist there) */
 
-size_t md_gemm_f32_x_floats(int64_t n, int64_t k) { return (size_t)n * (size_t)k; }
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)k; }
 void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
-                        const md_gemm_f32_out *outs, int count, float *x_scratch,
-                        float *w_scratch) {
-  (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)x_scratch,
-      (void)w_scratch;
+                        const md_gemm_f32_out *outs, int count, float *w_scratch) {
+  (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)w_scratch;
 }
 
 #endif
 
 void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
-                 const float *bias, int64_t n, int64_t rows, int64_t k, float *x_scratch,
-                 float *w_scratch) {
+                 const float *bias, int64_t n, int64_t rows, int64_t k, float *w_scratch) {
   md_gemm_f32_out out = {.y = y, .w = w, .dtype = dtype, .bias = bias, .rows = rows};
-  md_gemm_f32_shared(threads, x, n, k, &out, 1, x_scratch, w_scratch);
+  md_gemm_f32_shared(threads, x, n, k, &out, 1, w_scratch);
 }

@@ -14,11 +14,8 @@
 
 #include "io/base/tensor.h"
 
-/* Scratch sizes in floats: one block of K's columns of x packed (n rows;
- * the blocks are packed one after another into the same scratch), and one
- * thread's packed block of W (the products take `threads` of them, one
- * after another). */
-size_t md_gemm_f32_x_floats(int64_t n, int64_t k);
+/* Scratch size in floats: one thread's packed block of W for k columns
+ * (the products take `threads` of them, one after another). */
 size_t md_gemm_f32_w_floats(int64_t k);
 
 /* Several products of one x, x packed once and every product's work in one
@@ -38,12 +35,10 @@ typedef struct md_gemm_f32_out {
   int64_t rows;
 } md_gemm_f32_out;
 void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
-                        const md_gemm_f32_out *outs, int count, float *x_scratch,
-                        float *w_scratch);
+                        const md_gemm_f32_out *outs, int count, float *w_scratch);
 
 /* One product: md_gemm_f32_shared with count 1. */
 void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
-                 const float *bias, int64_t n, int64_t rows, int64_t k, float *x_scratch,
-                 float *w_scratch);
+                 const float *bias, int64_t n, int64_t rows, int64_t k, float *w_scratch);
 
 #endif

@@ -84,10 +84,8 @@ static void product_free(product *p) {
 }
 
 static void run(product *p, int threads) {
-  float *xs = checked_malloc(md_gemm_f32_x_floats(p->n, p->k) * sizeof(float));
   float *ws = checked_malloc((size_t)threads * md_gemm_f32_w_floats(p->k) * sizeof(float));
-  md_gemm_f32(threads, p->y, p->x, p->w, p->dtype, p->bias, p->n, p->rows, p->k, xs, ws);
-  free(xs);
+  md_gemm_f32(threads, p->y, p->x, p->w, p->dtype, p->bias, p->n, p->rows, p->k, ws);
   free(ws);
 }
 
@@ -176,16 +174,14 @@ static void test_shared(void) {
     outs[o] = (md_gemm_f32_out){.y = p[o].y, .w = p[o].w, .dtype = dtypes[o],
                                 .bias = p[o].bias, .rows = rows[o]};
   }
-  float *xs = checked_malloc(md_gemm_f32_x_floats(n, k) * sizeof(float));
   float *ws = checked_malloc(3 * md_gemm_f32_w_floats(k) * sizeof(float));
-  md_gemm_f32_shared(3, p[0].x, n, k, outs, 3, xs, ws);
+  md_gemm_f32_shared(3, p[0].x, n, k, outs, 3, ws);
   for (int o = 0; o < 3; o++) {
     CHECK_MSG(memcmp(alone[o], p[o].y, (size_t)(n * rows[o]) * sizeof(float)) == 0,
               "product %d of a shared call differs from the same product alone", o);
     free(alone[o]);
     product_free(&p[o]);
   }
-  free(xs);
   free(ws);
 }
 
@@ -258,9 +254,8 @@ static void test_backend(void) {
   for (int o = 0; o < 2; o++)
     outs[o] = (md_gemm_f32_out){.y = want[o], .w = p[o].w, .dtype = MD_DTYPE_BF16,
                                 .bias = p[o].bias, .rows = rows[o]};
-  float *xs = checked_malloc(md_gemm_f32_x_floats(n, cols) * sizeof(float));
   float *ws = checked_malloc(2 * md_gemm_f32_w_floats(cols) * sizeof(float));
-  md_gemm_f32_shared(2, p[0].x, n, cols, outs, 2, xs, ws);
+  md_gemm_f32_shared(2, p[0].x, n, cols, outs, 2, ws);
   backend_products(k_avx2, ts, bs, 2, p[0].x, n, got);
   double worst;
   for (int o = 0; o < 2; o++) {
@@ -270,7 +265,7 @@ static void test_backend(void) {
               "avx2 path: matmul_shared's product %d beyond the fp32 bound (worst %.3g)", o, worst);
   }
   backend_products(k_avx2, ts, bs, 0, p[0].x, n, single);
-  md_gemm_f32(2, want[0], p[0].x, p[0].w, MD_DTYPE_BF16, p[0].bias, n, rows[0], cols, xs, ws);
+  md_gemm_f32(2, want[0], p[0].x, p[0].w, MD_DTYPE_BF16, p[0].bias, n, rows[0], cols, ws);
   CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * rows[0]) * sizeof(float)) == 0,
             "avx2 path: matmul is not md_gemm_f32's");
   /* portable: matmul_shared is its matmuls, bit for bit. */
@@ -291,12 +286,12 @@ static void test_backend(void) {
                      .data = wf, .nbytes = (size_t)(r * cols) * 4};
     const md_tensor *f32s[] = {&f32, &f32}, *one[] = {&f32};
     float *pair[] = {got[0], single[0]}; /* both rows[0] wide */
-    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, NULL, n, r, cols, xs, ws);
+    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, NULL, n, r, cols, ws);
     backend_products(k_avx2, f32s, none, 2, p[0].x, n, pair);
     CHECK_MSG(memcmp(got[0], want[0], (size_t)(n * r) * sizeof(float)) == 0 &&
                   memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
               "avx2 path: matmul_shared of F32 weights is not md_gemm_f32's");
-    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, p[0].bias, n, r, cols, xs, ws);
+    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, p[0].bias, n, r, cols, ws);
     backend_products(k_avx2, one, bs, 0, p[0].x, n, single);
     CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
               "avx2 path: matmul of F32 weights is not md_gemm_f32's");
@@ -314,7 +309,6 @@ static void test_backend(void) {
     free(single[o]);
     product_free(&p[o]);
   }
-  free(xs);
   free(ws);
   md_kernels_free(k_avx2);
   md_kernels_free(k_portable);
