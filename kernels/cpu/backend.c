@@ -391,9 +391,9 @@ static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
 /* Whether a product goes to our float32 GEMM (gemm_f32.h): the avx2 path
  * (the avx512 path keeps OpenBLAS, whose AVX-512 kernels are wider), a
  * prompt; every weight dtype. On a Zen 3 with OpenBLAS's Zen core it runs
- * F32 products at 1.00-1.04x sgemm's rate alone and shares x's packing in
- * groups; F16/BF16 weights are widened as they are packed instead of into
- * a tile first. */
+ * F32 products at 1.00-1.04x sgemm's rate alone and runs groups in one
+ * parallel region; F16/BF16 weights are widened as they are packed
+ * instead of into a tile first. */
 static bool f32_product(const cpu_kernels *c, int64_t n) {
   return c->isa == MD_CPU_ISA_AVX2 && n >= MD_GEMM_MIN_ROWS;
 }

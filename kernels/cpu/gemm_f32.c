@@ -42,8 +42,8 @@
  *   L1/L2, and the 4 panels of a K block (KC_MAX = 1,024 columns: 256 KiB)
  *   stay in a Zen 3's 512 KiB L2 for the whole range.
  * - K is blocked only when long, in equal blocks of at most KC_MAX
- *   columns (Qwen2.5's 896 and 1,536 are one block, the 0.5B down
- *   projection's 4,864 five). The blocks run one after another, each with
+ *   columns (Qwen2.5-0.5B's 896 is one block, 1.5B's 1,536 two of 768,
+ *   the 0.5B down projection's 4,864 five). The blocks run one after another, each with
  *   all its items: the block's columns of x (1,700 rows: 7 MiB at most)
  *   stay in L3 while every item's W panels pass over them (items running
  *   all their blocks in turn read the whole of x, 33 MB for the down

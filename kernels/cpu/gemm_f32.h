@@ -18,7 +18,7 @@
  * (the products take `threads` of them, one after another). */
 size_t md_gemm_f32_w_floats(int64_t k);
 
-/* Several products of one x, x packed once and every product's work in one
+/* Several products of one x, x read in place and every product's work in one
  * parallel region of `threads` OpenMP threads:
  *   outs[o].y[i, r] = outs[o].bias[r] + sum_c x[i, c] W_o[r, c]
  * for i < n, r < outs[o].rows: x [n, k] float32, W_o [rows, k] in its file
