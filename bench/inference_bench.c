@@ -29,6 +29,14 @@
  *       every buffer, which a collector, running many prompts in one
  *       process, pays once. --bf16-gemm: the prompt's products of BF16
  *       weights with AVX-512 BF16 (memdecay-calibrate collect --bf16-gemm).
+ *   inference_bench ops CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
+ *                       [--prefill-capture] [--bf16-gemm]
+ *       where the time goes, operation by operation (op_profile.h): after
+ *       an untimed warm-up prefill, the prompt and N decode steps (default
+ *       256) with every back-end call timed; one table per phase, each
+ *       kind of call (q/k/v, o, gate/up, down, attention, ...) with its
+ *       seconds, its share, its GFLOP/s against the FMA peak (measured
+ *       first; the prompt) or the GB/s of weights it reads (decode).
  *   inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]
  *                         [--steps N] [--threads N] [--warmup]
  *       decode speed against context depth: for each depth (ascending) the
@@ -60,6 +68,7 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/device.h"
+#include "bench/op_profile.h"
 
 static double now(void) {
   struct timespec ts;
@@ -402,15 +411,21 @@ typedef struct engine {
 /* --bf16-gemm: the CPU back end's BF16 prompt products (md_cpu_options). */
 static bool bf16_gemm;
 
-static int engine_open(engine *e, const char *dir, int threads, int64_t capacity) {
+/* With `profiled`, the back end is wrapped in an op profile (op_profile.h)
+ * and e->k is the wrapper. */
+static int engine_open(engine *e, const char *dir, int threads, int64_t capacity, bool profiled) {
   md_error err;
   *e = (engine){0};
   if (md_qwen2_model_open(dir, &e->model, &err) != MD_OK) return fail(&err);
   md_qwen2_forward_options options = {.capacity = capacity};
   /* Opened as the program's commands open it, MEMDECAY_CPU_KERNELS included. */
   md_device_options device = {.device = "cpu", .threads = threads, .bf16_gemm = bf16_gemm};
-  if (md_device_open(&device, &e->k, &err) != MD_OK ||
-      md_qwen2_forward_new(md_qwen2_model_config(e->model), md_qwen2_model_weights(e->model), e->k,
+  if (md_device_open(&device, &e->k, &err) != MD_OK) return fail(&err);
+  if (profiled && !(e->k = op_profile_wrap(e->k))) {
+    fprintf(stderr, "inference_bench: out of memory\n");
+    return 1;
+  }
+  if (md_qwen2_forward_new(md_qwen2_model_config(e->model), md_qwen2_model_weights(e->model), e->k,
                            &options, &e->fw, &err) != MD_OK)
     return fail(&err);
   return 0;
@@ -427,6 +442,22 @@ static int64_t kv_bytes_per_token(const md_qwen2_config *c) {
   return (int64_t)c->num_hidden_layers * 2 * c->num_key_value_heads * c->head_dim * (int64_t)sizeof(float);
 }
 
+/* The capture on for the prompt: the prefill also sums the attention every
+ * prompt token (n of them) receives into *received, as the collector's
+ * prefill does. */
+static int capture_prompt(engine *e, int64_t n, md_kbuf **received) {
+  md_error err;
+  md_kernels *k = e->k;
+  const md_qwen2_config *c = md_qwen2_model_config(e->model);
+  if (k->ops->buf_new(k, (size_t)md_qwen2_capacity(e->fw), received, &err) != MD_OK)
+    return fail(&err);
+  k->ops->buf_zero(k, *received, 0, (size_t)n);
+  md_qwen2_capture capture = {.received = *received, .layer_begin = 0,
+                              .layer_end = c->num_hidden_layers, .heads = MD_CAPTURE_HEADS_MEAN};
+  if (md_qwen2_set_capture(e->fw, &capture, &err) != MD_OK) return fail(&err);
+  return 0;
+}
+
 static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
                    int64_t capture_steps, bool prefill_capture, bool warmup) {
   md_error err;
@@ -437,23 +468,14 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
     return 1;
   }
   engine e;
-  if (engine_open(&e, dir, threads, n + decode_steps + capture_steps)) return 1;
+  if (engine_open(&e, dir, threads, n + decode_steps + capture_steps, false)) return 1;
   md_kernels *k = e.k;
   md_qwen2_forward *fw = e.fw;
   const md_qwen2_config *c = md_qwen2_model_config(e.model);
   const md_qwen2_weights *w = md_qwen2_model_weights(e.model);
 
-  /* With the capture on, the prefill also sums the attention every prompt
-   * token receives into `received`, as the collector's prefill does. */
   md_kbuf *received = NULL;
-  if (prefill_capture) {
-    if (k->ops->buf_new(k, (size_t)md_qwen2_capacity(fw), &received, &err) != MD_OK)
-      return fail(&err);
-    k->ops->buf_zero(k, received, 0, (size_t)n);
-    md_qwen2_capture capture = {.received = received, .layer_begin = 0,
-                                .layer_end = c->num_hidden_layers, .heads = MD_CAPTURE_HEADS_MEAN};
-    if (md_qwen2_set_capture(fw, &capture, &err) != MD_OK) return fail(&err);
-  }
+  if (prefill_capture && capture_prompt(&e, n, &received)) return 1;
   if (warmup) {
     if (md_qwen2_prefill(fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
     md_qwen2_reset(fw);
@@ -523,6 +545,64 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   return 0;
 }
 
+/* Where the time goes, op by op (op_profile.h): an untimed warm-up prefill,
+ * then the prompt (the capture on with --prefill-capture) and N decode
+ * steps, each call timed; prints one table per phase. The FMA peak is
+ * measured first, on the same threads, for the prompt's fractions. */
+static int cmd_ops(const char *dir, const char *prompt_path, int64_t decode_steps, int threads,
+                   bool prefill_capture) {
+  md_error err;
+  int64_t n = 0;
+  int32_t *prompt = read_prompt(prompt_path, &n);
+  if (!prompt || n < 1) {
+    fprintf(stderr, "inference_bench: cannot read %s\n", prompt_path);
+    return 1;
+  }
+  const char *fma_isa;
+  double peak = fma_peak_gflops(threads, &fma_isa);
+  engine e;
+  if (engine_open(&e, dir, threads, n + decode_steps + 1, true)) return 1;
+  md_kernels *k = e.k;
+  const md_qwen2_weights *w = md_qwen2_model_weights(e.model);
+  md_kbuf *received = NULL;
+  if (prefill_capture && capture_prompt(&e, n, &received)) return 1;
+  if (md_qwen2_prefill(e.fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
+  md_qwen2_reset(e.fw);
+  if (received) k->ops->buf_zero(k, received, 0, (size_t)n);
+  op_profile_reset(k);
+
+  op_profile_set_phase(k, OP_PHASE_PROMPT);
+  double t0 = now();
+  if (md_qwen2_prefill(e.fw, prompt, n, NULL, &err) != MD_OK) return fail(&err);
+  double prompt_s = now() - t0;
+  if (received) {
+    md_qwen2_set_capture(e.fw, NULL, &err);
+    k->ops->buf_free(k, received);
+  }
+  int32_t token;
+  if (md_qwen2_greedy(e.fw, &token, &err) != MD_OK) return fail(&err);
+  op_profile_set_phase(k, OP_PHASE_DECODE);
+  t0 = now();
+  for (int64_t s = 0; s < decode_steps; s++)
+    if (md_qwen2_decode(e.fw, token, &err) != MD_OK || md_qwen2_greedy(e.fw, &token, &err) != MD_OK)
+      return fail(&err);
+  double decode_s = now() - t0;
+
+  printf("kernels %s; threads %d; dtype %s; FMA peak %.1f GFLOP/s (%s)\n",
+         md_kernels_cpu_isa(op_profile_inner(k)), threads, md_dtype_name(w->dtype), peak, fma_isa);
+  printf("prompt of %lld tokens, capture %s: %.4f s, %.1f tok/s\n", (long long)n,
+         prefill_capture ? "on" : "off", prompt_s, (double)n / prompt_s);
+  op_profile_print(k, stdout, OP_PHASE_PROMPT, prompt_s, peak);
+  if (decode_steps > 0) {
+    printf("%lld decode steps after it, capture off: %.4f s, %.2f tok/s\n",
+           (long long)decode_steps, decode_s, (double)decode_steps / decode_s);
+    op_profile_print(k, stdout, OP_PHASE_DECODE, decode_s, peak);
+  }
+  engine_close(&e);
+  free(prompt);
+  return 0;
+}
+
 /* Token ids for filling the cache: a fixed LCG over the vocabulary (the
  * values do not matter to the speed, only the cache length). */
 static void random_tokens(int32_t *out, int64_t n, int vocab, uint64_t *state) {
@@ -550,7 +630,7 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   /* The steps measured at one depth stay in the cache: the next depth is
    * reached from there. */
   engine e;
-  if (engine_open(&e, dir, threads, depths[n_depths - 1] + steps * n_depths + 1)) return 1;
+  if (engine_open(&e, dir, threads, depths[n_depths - 1] + steps * n_depths + 1, false)) return 1;
   md_kernels *k = e.k;
   md_qwen2_forward *fw = e.fw;
   const md_qwen2_config *c = md_qwen2_model_config(e.model);
@@ -617,12 +697,16 @@ int main(int argc, char **argv) {
   if (npos == 3 && !strcmp(positional[0], "run"))
     return cmd_run(positional[1], positional[2], decode_steps, threads,
                    capture_steps < 0 ? decode_steps : capture_steps, prefill_capture, warmup);
+  if (npos == 3 && !strcmp(positional[0], "ops"))
+    return cmd_ops(positional[1], positional[2], decode_steps, threads, prefill_capture);
   if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
     return cmd_depth(positional[1], depths, depth_steps, threads, warmup);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
                   "                           [--capture-steps N] [--prefill-capture] [--warmup]\n"
                   "                           [--bf16-gemm]\n"
+                  "       inference_bench ops CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
+                  "                           [--prefill-capture] [--bf16-gemm]\n"
                   "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
                   "                             [--steps N (>= 2)] [--threads N] [--warmup]\n");
   return 2;

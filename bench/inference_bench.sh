@@ -11,6 +11,9 @@
 #   peak RSS vs HF                                             (<= 0.5x)
 #   peak RSS vs 1.3 x (weight bytes + KV cache bytes)          (<= 1)
 #   decode tokens/s with the attention capture on vs off      (>= 0.95)
+#   where the prompt's and the decode steps' time goes, operation by
+#                     operation, each product against the FMA peak
+#                     (inference_bench ops; --no-ops leaves it out)
 # and the collector end to end (memdecay-calibrate collect on a few episodes
 # of data/traces/agent-1700.jsonl, teacher-forced): prefill and decode
 # tokens/s, and its decode rate against the forward pass's own.
@@ -28,7 +31,7 @@
 #                            [--capture-steps N] [--collect-episodes 2]
 #                            [--collect-steps 64] [--no-collect]
 #                            [--depths 0,1024,4096,16384] [--depth-steps 32]
-#                            [--no-depth]
+#                            [--no-depth] [--no-ops]
 #
 # Needs python3 with torch, transformers, safetensors and numpy (for the
 # checkpoint and the HF side). Timings on a busy machine are noisy: run it on
@@ -52,6 +55,7 @@ run_collect=1
 depths=0,1024,4096,16384
 depth_steps=32
 run_depth=1
+run_ops=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -66,6 +70,7 @@ while [ $# -gt 0 ]; do
     --depths) depths=$2; shift 2 ;;
     --depth-steps) depth_steps=$2; shift 2 ;;
     --no-depth) run_depth=0; shift ;;
+    --no-ops) run_ops=0; shift ;;
     --work) work=$2; shift 2 ;;
     *) echo "inference_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -128,6 +133,15 @@ print("decode_steps", sum(e["decode_steps"] for e in run["episodes"]))
 print("prefill_tps", m.group(1))
 print("decode_tps", m.group(2))
 PY
+fi
+
+# Where the time goes, op by op: the prompt with the capture on, as the
+# collector runs it, and 32 decode steps (printed after the summary).
+: >"$work/ops.txt"
+if [ "$run_ops" = 1 ]; then
+  echo "timing the forward pass op by op ..." >&2
+  "$bench" ops "$ckpt" "$ckpt/prompt.i32" --prefill-capture --decode 32 --threads "$threads" \
+    >"$work/ops.txt"
 fi
 
 # The limits once more: the better of the two readings is used (on a shared
@@ -224,3 +238,7 @@ if hf:
           f"(target >= 3: {verdict(min(sp_pre, sp_dec) >= 3)})")
     print(f"peak RSS vs HF: {rss / hf_rss:.2f} (target <= 0.50: {verdict(rss / hf_rss <= 0.5)})")
 PY
+if [ -s "$work/ops.txt" ]; then
+  echo "where the time goes (inference_bench ops):"
+  cat "$work/ops.txt"
+fi
