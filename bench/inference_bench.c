@@ -518,6 +518,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   int64_t lm_head_bytes = (int64_t)w->lm_head.nbytes;
   printf("isa %s\n", md_kernels_cpu_isa(k));
   printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
+  printf("prompt_gemm %s\n", md_kernels_cpu_gemm(k));
   printf("threads %d\n", threads);
   printf("dtype %s\n", md_dtype_name(w->dtype));
   printf("prompt_tokens %lld\n", (long long)n);
@@ -588,8 +589,9 @@ static int cmd_ops(const char *dir, const char *prompt_path, int64_t decode_step
       return fail(&err);
   double decode_s = now() - t0;
 
-  printf("kernels %s; threads %d; dtype %s; FMA peak %.1f GFLOP/s (%s)\n",
-         md_kernels_cpu_isa(op_profile_inner(k)), threads, md_dtype_name(w->dtype), peak, fma_isa);
+  printf("kernels %s; prompt gemm %s; threads %d; dtype %s; FMA peak %.1f GFLOP/s (%s)\n",
+         md_kernels_cpu_isa(op_profile_inner(k)), md_kernels_cpu_gemm(op_profile_inner(k)), threads,
+         md_dtype_name(w->dtype), peak, fma_isa);
   printf("prompt of %lld tokens, capture %s: %.4f s, %.1f tok/s\n", (long long)n,
          prefill_capture ? "on" : "off", prompt_s, (double)n / prompt_s);
   op_profile_print(k, stdout, OP_PHASE_PROMPT, prompt_s, peak);

@@ -161,7 +161,8 @@ num = lambda d, k: float(d[k])
 bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
 n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
 verdict = lambda ok: "ok" if ok else "BELOW TARGET"
-print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, weights {ours['dtype'].strip()}, "
+print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, "
+      f"prompt gemm {ours.get('prompt_gemm', '?').strip()}, weights {ours['dtype'].strip()}, "
       f"OMP_WAIT_POLICY {__import__('os').environ.get('OMP_WAIT_POLICY', 'unset')}")
 peak = num(lim, "fma_peak_gflops")
 print(f"bandwidth: triad {num(lim, 'triad_gbs'):.1f} GB/s, f32 sgemv {num(lim, 'sgemv_gbs'):.1f} GB/s -> limit uses {bw:.1f} GB/s")

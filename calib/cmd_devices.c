@@ -25,10 +25,12 @@ static void print_help(FILE *out) {
         "an NVIDIA GPU of compute capability 8.0 or newer with a working driver.\n"
         "The CPU's line names our kernel path (avx512, avx2 or portable: the widest\n"
         "this CPU runs unless MEMDECAY_CPU_KERNELS says otherwise); the next line\n"
-        "lists the CPU's vector features (CPUID, as the OS enables them); the BLAS's\n"
-        "line follows: the library, the OpenBLAS core (kernel set) it runs, the best\n"
-        "core for this CPU, and who chose it (the program switches to the best core\n"
-        "unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the manual).\n"
+        "lists the CPU's vector features (CPUID, as the OS enables them); then who\n"
+        "multiplies the prompt's float32 products: our own GEMM (\"own\", the default on\n"
+        "the avx2 path) or OpenBLAS's sgemm (\"blas\"; MEMDECAY_CPU_GEMM chooses). The\n"
+        "BLAS's line follows: the library, the OpenBLAS core (kernel set) it runs, the\n"
+        "best core for this CPU, and who chose it (the program switches to the best\n"
+        "core unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the manual).\n"
         "\n"
         "Options:\n"
         "      --device NAME   check only this device (cpu, cuda or cuda:N), as the model\n"
@@ -51,6 +53,10 @@ static void describe(const char *name, const md_kernels *k, int threads) {
     md_cpu_facts facts = md_cpu_read_facts();
     char words[160];
     printf("cpu features: %s\n", md_cpu_facts_describe(&facts, words, sizeof words));
+    const char *asked = getenv(MD_DEVICE_ENV_CPU_GEMM);
+    printf("prompt gemm: %s", md_kernels_cpu_gemm(k));
+    if (asked && *asked) printf(" (" MD_DEVICE_ENV_CPU_GEMM "=%s)", asked);
+    putchar('\n');
     return;
   }
 #if MD_HAVE_CUDA

@@ -36,6 +36,10 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
       return md_fail(err, MD_E_INVALID,
                      MD_DEVICE_ENV_CPU_KERNELS " is '%s'; expected best, portable, avx2 or avx512",
                      path);
+    const char *gemm = getenv(MD_DEVICE_ENV_CPU_GEMM);
+    if (gemm && *gemm && !md_cpu_gemm_parse(gemm, &cpu.gemm))
+      return md_fail(err, MD_E_INVALID,
+                     MD_DEVICE_ENV_CPU_GEMM " is '%s'; expected auto, own or blas", gemm);
     return md_kernels_cpu_new(&cpu, kernels, err);
   }
   int ordinal = cuda_ordinal(name);

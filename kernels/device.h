@@ -29,6 +29,12 @@ bool md_device_cuda_built(void);
  * best (the default, also when unset or empty), portable, avx2 or avx512. */
 #define MD_DEVICE_ENV_CPU_KERNELS "MEMDECAY_CPU_KERNELS"
 
+/* The environment variable that chooses who multiplies the CPU back end's
+ * float32 prompt products: auto (the default, also when unset or empty:
+ * ours on the avx2 path, OpenBLAS on the others), own or blas
+ * (md_cpu_gemm). */
+#define MD_DEVICE_ENV_CPU_GEMM "MEMDECAY_CPU_GEMM"
+
 /* Creates the back end. Fails with MD_E_INVALID for an unknown device name
  * or MEMDECAY_CPU_KERNELS value or for exact_gemm with bf16_gemm, and MD_E_DEVICE when CUDA was asked for but
  * this build has no CUDA back end or the machine has no usable GPU, or when

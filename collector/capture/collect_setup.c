@@ -354,6 +354,7 @@ static md_status new_record(collect_run *run, md_error *err) {
     settings.blas_core = blas_core;
     settings.cpu_kernels = md_kernels_cpu_isa(run->kernels);
     settings.prompt_products = md_kernels_cpu_bf16_gemm(run->kernels) ? "bf16" : "fp32";
+    settings.prompt_gemm = md_kernels_cpu_gemm(run->kernels);
   }
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);

@@ -105,6 +105,7 @@ static json_t *blas_object(const md_run_settings *s, bool *ok) {
   put(o, "core", json_string(s->blas_core), ok);
   if (s->cpu_kernels) put(o, "kernels", json_string(s->cpu_kernels), ok);
   if (s->prompt_products) put(o, "prompt_products", json_string(s->prompt_products), ok);
+  if (s->prompt_gemm) put(o, "prompt_gemm", json_string(s->prompt_gemm), ok);
   return o;
 }
 

@@ -63,8 +63,10 @@ typedef struct md_run_settings {
    * "Zen"), for the record only: a resume takes the new run's. Both NULL:
    * not known (no "blas" key). cpu_kernels: the path of our own CPU
    * kernels beside it ("avx512", "avx2", "portable"); NULL: no such key.
-   * prompt_products: "fp32" or "bf16" (--bf16-gemm); NULL: no such key. */
-  const char *blas_library, *blas_core, *cpu_kernels, *prompt_products;
+   * prompt_products: "fp32" or "bf16" (--bf16-gemm); NULL: no such key.
+   * prompt_gemm: who multiplied the float32 prompt products, "own" (our
+   * GEMM) or "blas" (MEMDECAY_CPU_GEMM); NULL: no such key. */
+  const char *blas_library, *blas_core, *cpu_kernels, *prompt_products, *prompt_gemm;
 } md_run_settings;
 
 typedef struct md_run_episode {

@@ -541,6 +541,166 @@ MD_AVX512 void md_avx512_prefill_values(float *const *out_rows, const float *p, 
     }
   }
 }
+
+/* ---- the prompt's float32 GEMM: one work item -------------------------------
+ * The AVX-512 form of gemm_f32.c's item (that file says why our own and how
+ * the product is blocked; it drives this one). What differs is the shape of
+ * the micro-tile: 12 rows of x by 32 outputs (two registers of W per
+ * column), 24 accumulators of the 32 zmm registers, the shape of BLIS's
+ * SkylakeX sgemm kernel (its 32 x 12 with the operands' roles as here):
+ * per column 2 loads of W, 12 broadcasts of x, 24 FMAs, enough independent
+ * chains for two 512-bit FMA pipes of 4 cycles' latency. An item is 2 W
+ * panels of 32 outputs (64, as on the AVX2 path, so the two paths split the
+ * work alike). Remainders are masked: the last columns of a weight row
+ * (K not a multiple of 8) in the packing, the last outputs of a narrow
+ * panel in the stores; rows beyond n repeat the panel's first row and are
+ * never stored. Each output is one FMA chain over the block's columns in
+ * order, added to the bias (first block) or to y: the same sums in the
+ * same order as the AVX2 item, so the two paths give the same bits. */
+
+enum { GEMM_MR = MD_AVX512_GEMM_MR, GEMM_NR = 32, GEMM_GROUP = 2, GEMM_PREFETCH_AHEAD = 64 };
+
+/* r[0..7] (one row each, 8 columns) -> r[c] = column c (8 rows). */
+MD_AVX512_INLINE void gemm_transpose_8x8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
+  }
+}
+
+/* The elements of a weight row at [at, at + 8) under mask m as float32
+ * (exact widening; masked-off lanes 0, never read). */
+MD_AVX512_INLINE __m256 gemm_load8(const void *w, int dtype, size_t at, __mmask8 m) {
+  if (dtype == MD_AVX512_F32) return _mm256_maskz_loadu_ps(m, (const float *)w + at);
+  __m128i h = _mm_maskz_loadu_epi16(m, (const uint16_t *)w + at);
+  if (dtype == MD_AVX512_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Packs W rows [j0, j0 + 32) (zeros beyond `rows`), columns [c0, c0 + kc):
+ * dst[(c - c0) * 32 + j] = W[j0 + j, c] as float32, 8 rows by 8 columns at a
+ * time, each live row prefetched GEMM_PREFETCH_AHEAD elements on. */
+MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t rows, int64_t k,
+                                  int64_t j0, int64_t c0, int64_t kc) {
+  const char *bytes = w;
+  size_t esize = dtype == MD_AVX512_F32 ? 4 : 2;
+  for (int quarter = 0; quarter < GEMM_NR / 8; quarter++) {
+    int64_t first = j0 + 8 * quarter;
+    int live = rows - first >= 8 ? 8 : rows - first > 0 ? (int)(rows - first) : 0;
+    for (int64_t c = 0; c < kc; c += 8) {
+      int cols = kc - c >= 8 ? 8 : (int)(kc - c);
+      __mmask8 m = (__mmask8)((1u << cols) - 1u);
+      __m256 r[8];
+      if (c % 16 == 0 && c + GEMM_PREFETCH_AHEAD < kc)
+        for (int i = 0; i < live; i++) {
+          size_t at = (size_t)(first + i) * (size_t)k + (size_t)(c0 + c + GEMM_PREFETCH_AHEAD);
+          _mm_prefetch(bytes + at * esize, _MM_HINT_T0);
+        }
+      for (int i = 0; i < 8; i++)
+        r[i] = i < live ? gemm_load8(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c), m)
+                        : _mm256_setzero_ps();
+      gemm_transpose_8x8(r);
+      for (int j = 0; j < cols; j++) _mm256_storeu_ps(dst + (c + j) * GEMM_NR + 8 * quarter, r[j]);
+    }
+  }
+}
+
+/* acc (12 x 32) = sum over kc columns of x's 12 rows (a[i], read in place)
+ * times b (one packed W panel); then y rows [0, mr), outputs [0, nr):
+ * y = (first ? bias or 0 : y) + acc. next, if not NULL: the next panel's
+ * rows, whose lines are prefetched as the columns go by. The accumulators
+ * are named variables (GCC keeps an array of them in memory). */
+MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *const *a,
+                                        const float *b, int64_t kc, int mr, int nr,
+                                        const float *bias, bool first, const float *const *next) {
+#define MD_ACC(i) __m512 c##i##_0 = _mm512_setzero_ps(), c##i##_1 = _mm512_setzero_ps()
+  MD_ACC(0); MD_ACC(1); MD_ACC(2); MD_ACC(3); MD_ACC(4); MD_ACC(5);
+  MD_ACC(6); MD_ACC(7); MD_ACC(8); MD_ACC(9); MD_ACC(10); MD_ACC(11);
+#undef MD_ACC
+  for (int i = 0; i < mr; i++) {
+    __builtin_prefetch(y + i * ldy, 1, 3);
+    __builtin_prefetch(y + i * ldy + 16, 1, 3);
+  }
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+  const float *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
+  for (int64_t p = 0; p < kc; p++) {
+    if (next && p % 16 == 0)
+      for (int i = 0; i < GEMM_MR; i++) _mm_prefetch((const char *)(next[i] + p), _MM_HINT_T0);
+    __m512 b0 = _mm512_loadu_ps(b + p * GEMM_NR), b1 = _mm512_loadu_ps(b + p * GEMM_NR + 16), ai;
+#define MD_ROW(i)                              \
+  ai = _mm512_set1_ps(a##i[p]);                \
+  c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0); \
+  c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1)
+    MD_ROW(0); MD_ROW(1); MD_ROW(2); MD_ROW(3); MD_ROW(4); MD_ROW(5);
+    MD_ROW(6); MD_ROW(7); MD_ROW(8); MD_ROW(9); MD_ROW(10); MD_ROW(11);
+#undef MD_ROW
+  }
+  __m512 acc[GEMM_MR][2] = {{c0_0, c0_1}, {c1_0, c1_1}, {c2_0, c2_1},   {c3_0, c3_1},
+                            {c4_0, c4_1}, {c5_0, c5_1}, {c6_0, c6_1},   {c7_0, c7_1},
+                            {c8_0, c8_1}, {c9_0, c9_1}, {c10_0, c10_1}, {c11_0, c11_1}};
+  /* Lanes of the two registers that are outputs: all but in a narrow panel. */
+  __mmask16 m0 = nr >= 16 ? (__mmask16)0xffff : first_lanes(nr);
+  __mmask16 m1 = nr >= 32 ? (__mmask16)0xffff : nr > 16 ? first_lanes(nr - 16) : (__mmask16)0;
+  __m512 base0 = _mm512_setzero_ps(), base1 = _mm512_setzero_ps();
+  if (first && bias) {
+    base0 = _mm512_maskz_loadu_ps(m0, bias);
+    base1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
+  for (int i = 0; i < mr; i++) {
+    float *row = y + i * ldy;
+    if (!first) {
+      base0 = _mm512_maskz_loadu_ps(m0, row);
+      base1 = _mm512_maskz_loadu_ps(m1, row + 16);
+    }
+    _mm512_mask_storeu_ps(row, m0, _mm512_add_ps(base0, acc[i][0]));
+    _mm512_mask_storeu_ps(row + 16, m1, _mm512_add_ps(base1, acc[i][1]));
+  }
+}
+
+/* x's 12 rows of the panel starting at row0, from column c0 (rows beyond n
+ * repeat row0). */
+MD_AVX512_INLINE void gemm_panel_rows(const float **a, const float *x, int64_t n, int64_t k,
+                                      int64_t row0, int64_t c0) {
+  for (int i = 0; i < GEMM_MR; i++)
+    a[i] = x + (size_t)(row0 + i < n ? row0 + i : row0) * (size_t)k + (size_t)c0;
+}
+
+MD_AVX512 void md_avx512_gemm_f32_item(const md_avx512_gemm_item *it) {
+  int64_t rows = it->rows, kc = it->kc;
+  int64_t j1 = it->j0 + GEMM_GROUP * GEMM_NR < rows ? it->j0 + GEMM_GROUP * GEMM_NR : rows;
+  int panels_w = (int)((j1 - it->j0 + GEMM_NR - 1) / GEMM_NR);
+  for (int g = 0; g < panels_w; g++)
+    gemm_pack_w(it->w_scratch + (size_t)g * (size_t)kc * GEMM_NR, it->w, it->dtype, rows, it->k,
+                it->j0 + g * GEMM_NR, it->c0, kc);
+  const float *a[GEMM_MR], *next[GEMM_MR];
+  gemm_panel_rows(a, it->x, it->n, it->k, it->panel0 * GEMM_MR, it->c0);
+  for (int64_t panel = it->panel0; panel < it->panel1; panel++) {
+    int64_t row0 = panel * GEMM_MR;
+    int mr = it->n - row0 < GEMM_MR ? (int)(it->n - row0) : GEMM_MR;
+    bool more = panel + 1 < it->panel1;
+    if (more) gemm_panel_rows(next, it->x, it->n, it->k, row0 + GEMM_MR, it->c0);
+    for (int g = 0; g < panels_w; g++) {
+      int64_t jg = it->j0 + g * GEMM_NR;
+      int nr = rows - jg < GEMM_NR ? (int)(rows - jg) : GEMM_NR;
+      gemm_micro_kernel(it->y + row0 * rows + jg, rows, a,
+                        it->w_scratch + (size_t)g * (size_t)kc * GEMM_NR, kc, mr, nr,
+                        it->bias ? it->bias + jg : NULL, it->c0 == 0, more && g == 0 ? next : NULL);
+    }
+    if (more)
+      for (int i = 0; i < GEMM_MR; i++) a[i] = next[i]; /* no memcpy: freestanding */
+  }
+}
 #else
 /* Not x86-64: nothing here (the dispatchers never choose AVX-512). */
 typedef int md_avx512_not_built;

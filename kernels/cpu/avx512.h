@@ -12,6 +12,7 @@
 #ifndef MD_KERNELS_CPU_AVX512_H
 #define MD_KERNELS_CPU_AVX512_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,5 +52,27 @@ void md_avx512_prefill_scores(float *scores, int64_t ld, const float *const *q_r
                               float scale);
 void md_avx512_prefill_values(float *const *out_rows, const float *p, int64_t ld,
                               const int64_t *visible, int64_t m, const float *values, int hd);
+
+/* One work item of the prompt's float32 GEMM (kernels/cpu/gemm_f32.h, which
+ * plans the items and runs them on its threads): outputs [j0, j0 + 64)
+ * (clipped to `rows`) of y[n, rows] += x[n, k] W[rows, k]^T over the K
+ * block [c0, c0 + kc), x's rows [panel0 * MD_AVX512_GEMM_MR,
+ * panel1 * MD_AVX512_GEMM_MR) (clipped to n). The first block (c0 == 0)
+ * starts from the bias (or zero), later ones add to y. W in its file dtype
+ * (md_dtype's values, repeated here so that the file stays freestanding);
+ * w_scratch holds 64 * kc floats. Each output is one FMA chain over the
+ * block's columns in order: the same bits as gemm_f32.c's AVX2 item. */
+#define MD_AVX512_GEMM_MR 12
+enum { MD_AVX512_F32 = 0, MD_AVX512_F16 = 1, MD_AVX512_BF16 = 2 };
+typedef struct md_avx512_gemm_item {
+  float *y;
+  const float *x;
+  const void *w;
+  const float *bias; /* or NULL */
+  float *w_scratch;
+  int64_t n, rows, k, c0, kc, j0, panel0, panel1;
+  int32_t dtype;
+} md_avx512_gemm_item;
+void md_avx512_gemm_f32_item(const md_avx512_gemm_item *it);
 
 #endif

@@ -41,6 +41,7 @@ typedef struct cpu_kernels {
   md_cpu_isa isa;
   float *gemm_scratch;  /* MD_GEMM_SCRATCH_FLOATS, pages touched on use */
   bool bf16_gemm;       /* BF16 weights' prompt products by md_gemm_bf16 */
+  bool own_gemm;        /* float32 prompt products by md_gemm_f32 (md_cpu_gemm resolved) */
   uint32_t *bf16_x;     /* its packed activations, grown on demand */
   size_t bf16_x_words;
   uint32_t *bf16_w;     /* its packed weight panels, one per thread */
@@ -375,8 +376,9 @@ static void gemm_bf16(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
   md_gemm_bf16_shared(c->threads, x, n, cols, outs, count, c->bf16_x, c->bf16_w);
 }
 
-/* Prefill on the avx2 path: outs[i].y = x W_i^T + bias_i in float32
- * (gemm_f32.h), every W_i `cols` wide, any dtype. */
+/* Prefill with our float32 GEMM: outs[i].y = x W_i^T + bias_i
+ * (gemm_f32.h, its AVX-512 micro-kernel on the avx512 path), every W_i
+ * `cols` wide, any dtype. */
 static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
                      const md_gemm_f32_out *outs, int count) {
   c->f32_w = grow(c->f32_w, &c->f32_w_floats, (size_t)c->threads * md_gemm_f32_w_floats(cols),
@@ -385,17 +387,17 @@ static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
     defer(c, MD_E_NOMEM);
     return;
   }
-  md_gemm_f32_shared(c->threads, x, n, cols, outs, count, c->f32_w);
+  md_gemm_f32_shared(c->isa, c->threads, x, n, cols, outs, count, c->f32_w);
 }
 
-/* Whether a product goes to our float32 GEMM (gemm_f32.h): the avx2 path
- * (the avx512 path keeps OpenBLAS, whose AVX-512 kernels are wider), a
- * prompt; every weight dtype. On a Zen 3 with OpenBLAS's Zen core it runs
- * F32 products at 1.00-1.04x sgemm's rate alone and runs groups in one
- * parallel region; F16/BF16 weights are widened as they are packed
- * instead of into a tile first. */
+/* Whether a product goes to our float32 GEMM (gemm_f32.h): md_cpu_gemm
+ * resolved (by default the avx2 path; the avx512 path keeps OpenBLAS until
+ * ours is measured on such a CPU), a prompt; every weight dtype. On a
+ * Zen 3 with OpenBLAS's Zen core it runs F32 products at 1.00-1.04x
+ * sgemm's rate alone and runs groups in one parallel region; F16/BF16
+ * weights are widened as they are packed instead of into a tile first. */
 static bool f32_product(const cpu_kernels *c, int64_t n) {
-  return c->isa == MD_CPU_ISA_AVX2 && n >= MD_GEMM_MIN_ROWS;
+  return c->own_gemm && n >= MD_GEMM_MIN_ROWS;
 }
 
 /* Whether a product goes to the BF16 GEMM: --bf16-gemm, a BF16 weight, a
@@ -555,6 +557,12 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   if (bf16_gemm && isa != MD_CPU_ISA_AVX512)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) run "
                    "with the avx512 kernels, not the %s ones", md_cpu_isa_name(isa));
+  md_cpu_gemm gemm = options ? options->gemm : MD_CPU_GEMM_AUTO;
+  if ((unsigned)gemm > MD_CPU_GEMM_BLAS)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: unknown prompt GEMM %d", (int)gemm);
+  if (gemm == MD_CPU_GEMM_OWN && isa == MD_CPU_ISA_PORTABLE)
+    return md_fail(err, MD_E_DEVICE, "cpu kernels: our prompt GEMM (MEMDECAY_CPU_GEMM=own) runs "
+                   "with the avx2 or avx512 kernels, not the portable ones");
   threads = threads > 0 ? threads : omp_get_num_procs();
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
@@ -568,6 +576,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->isa = isa;
   c->gemm_scratch = scratch;
   c->bf16_gemm = bf16_gemm;
+  c->own_gemm = gemm == MD_CPU_GEMM_OWN || (gemm == MD_CPU_GEMM_AUTO && isa == MD_CPU_ISA_AVX2);
   openblas_set_num_threads(c->threads);
   *k = &c->base;
   return MD_OK;
@@ -580,4 +589,18 @@ const char *md_kernels_cpu_isa(const md_kernels *k) {
 
 bool md_kernels_cpu_bf16_gemm(const md_kernels *k) {
   return ((const cpu_kernels *)k)->bf16_gemm;
+}
+
+const char *md_kernels_cpu_gemm(const md_kernels *k) {
+  return ((const cpu_kernels *)k)->own_gemm ? "own" : "blas";
+}
+
+bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm) {
+  static const char *const names[] = {"auto", "own", "blas"};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(name, names[i])) {
+      *gemm = (md_cpu_gemm)i;
+      return true;
+    }
+  return false;
 }

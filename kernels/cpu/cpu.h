@@ -2,7 +2,8 @@
  * portable and AVX-512 paths, and for attention on the portable path), our
  * own F32/F16/BF16 matrix-vector, attention, softmax and SiLU kernels
  * (AVX-512, AVX2+FMA, or portable C, chosen at run time), our own float32
- * GEMM for the prefill's products on the AVX2 path (gemm_f32.h), an opt-in
+ * GEMM for the prefill's products on the AVX2 path, and on the AVX-512
+ * path when asked (gemm_f32.h, md_cpu_gemm), an opt-in
  * AVX-512 BF16 GEMM for BF16 prompts (gemm_bf16.h) and OpenMP over output
  * rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
@@ -21,6 +22,18 @@ typedef enum md_cpu_kernels {
   MD_CPU_KERNELS_AVX512,    /* AVX-512 F/BW/VL/DQ besides AVX2 */
 } md_cpu_kernels;
 
+/* Who multiplies the prompt's float32 products (the MEMDECAY_CPU_GEMM
+ * setting, kernels/device.h). Decode rows are matrix-vector products
+ * either way, and --bf16-gemm's BF16 products are its own. */
+typedef enum md_cpu_gemm {
+  MD_CPU_GEMM_AUTO = 0, /* ours on the avx2 path (measured faster there: 1.00-1.04x
+                           sgemm alone, more in groups of one x); OpenBLAS on
+                           the avx512 path (ours not yet measured on an
+                           AVX-512 CPU) and the portable one */
+  MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
+  MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
+} md_cpu_gemm;
+
 typedef struct md_cpu_options {
   int threads;            /* OpenMP and OpenBLAS threads; 0 = all cores */
   md_cpu_kernels kernels; /* 0 = the best this CPU runs */
@@ -30,11 +43,13 @@ typedef struct md_cpu_options {
                              the float32 sgemm's rate; off: float32, HF's
                              arithmetic. Other dtypes and decode steps are
                              float32 either way. */
+  md_cpu_gemm gemm;       /* 0 = auto */
 } md_cpu_options;
 
 /* Creates a CPU back end. `options` may be NULL (all cores, best kernels).
  * Fails with MD_E_DEVICE when the kernels asked for need instructions this
- * CPU lacks (bf16_gemm: AVX-512 BF16 and the avx512 path). OpenBLAS's
+ * CPU lacks (bf16_gemm: AVX-512 BF16 and the avx512 path; gemm OWN: the
+ * avx2 or avx512 path). OpenBLAS's
  * thread count is process-wide: the last back end created sets it. */
 md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err);
 
@@ -45,6 +60,14 @@ const char *md_kernels_cpu_isa(const md_kernels *k);
 /* Whether the back end multiplies BF16 prompts with AVX-512 BF16
  * (md_cpu_options.bf16_gemm). */
 bool md_kernels_cpu_bf16_gemm(const md_kernels *k);
+
+/* Who multiplies the prompt's float32 products, md_cpu_gemm resolved:
+ * "own" (gemm_f32.h) or "blas" (OpenBLAS's sgemm). */
+const char *md_kernels_cpu_gemm(const md_kernels *k);
+
+/* "auto", "own", "blas" -> the value; false for anything else (the
+ * MEMDECAY_CPU_GEMM setting, kernels/device.h). */
+bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm);
 
 /* The kernel paths this CPU runs, narrowest first (portable always):
  * fills `paths` (room for 3) and returns how many. For tests and

@@ -74,6 +74,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/gemm_items.h"
 
@@ -260,10 +261,18 @@ MD_AVX2 static void gemm_item(float *y, const float *x, const void *w, md_dtype 
   }
 }
 
-void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+/* md_avx512_gemm_f32_item's dtype codes are md_dtype's values. */
+_Static_assert(MD_AVX512_F32 == (int)MD_DTYPE_F32 && MD_AVX512_F16 == (int)MD_DTYPE_F16 &&
+                   MD_AVX512_BF16 == (int)MD_DTYPE_BF16,
+               "avx512.h's dtype codes");
+_Static_assert(GROUP * NR == 64, "avx512.h's items are 64 outputs wide");
+
+void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *w_scratch) {
   _Static_assert(MD_GEMM_F32_MAX_SHARED <= MD_GEMM_ITEMS_MAX_PRODUCTS, "gemm_items.h's limit");
-  int64_t panels = (n + MR - 1) / MR, rows[MD_GEMM_F32_MAX_SHARED], kc_max = block_cols(k);
+  bool wide = isa == MD_CPU_ISA_AVX512;
+  int64_t mr = wide ? MD_AVX512_GEMM_MR : MR;
+  int64_t panels = (n + mr - 1) / mr, rows[MD_GEMM_F32_MAX_SHARED], kc_max = block_cols(k);
   for (int o = 0; o < count; o++) rows[o] = outs[o].rows;
   md_gemm_items plan =
       md_gemm_items_plan(rows, count, GROUP * NR, panels, ITEMS_PER_THREAD * (int64_t)threads);
@@ -279,8 +288,16 @@ void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
       for (int64_t item = 0; item < plan.count; item++) {
         md_gemm_item it = md_gemm_items_at(&plan, item);
         const md_gemm_f32_out *out = &outs[it.product];
-        gemm_item(out->y, x, out->w, out->dtype, out->bias, n, out->rows, k, c0, kc,
-                  it.col0, it.panel0, it.panel1, mine);
+        if (wide) {
+          md_avx512_gemm_item task = {
+              .y = out->y, .x = x, .w = out->w, .bias = out->bias, .w_scratch = mine,
+              .n = n, .rows = out->rows, .k = k, .c0 = c0, .kc = kc, .j0 = it.col0,
+              .panel0 = it.panel0, .panel1 = it.panel1, .dtype = (int32_t)out->dtype};
+          md_avx512_gemm_f32_item(&task);
+        } else {
+          gemm_item(out->y, x, out->w, out->dtype, out->bias, n, out->rows, k, c0, kc, it.col0,
+                    it.panel0, it.panel1, mine);
+        }
       }
     }
   }
@@ -289,15 +306,16 @@ void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
 #else /* not x86-64: never called (the avx2 path does not exist there) */
 
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)k; }
-void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *w_scratch) {
-  (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)w_scratch;
+  (void)isa, (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)w_scratch;
 }
 
 #endif
 
-void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
-                 const float *bias, int64_t n, int64_t rows, int64_t k, float *w_scratch) {
+void md_gemm_f32(md_cpu_isa isa, int threads, float *y, const float *x, const void *w,
+                 md_dtype dtype, const float *bias, int64_t n, int64_t rows, int64_t k,
+                 float *w_scratch) {
   md_gemm_f32_out out = {.y = y, .w = w, .dtype = dtype, .bias = bias, .rows = rows};
-  md_gemm_f32_shared(threads, x, n, k, &out, 1, w_scratch);
+  md_gemm_f32_shared(isa, threads, x, n, k, &out, 1, w_scratch);
 }

@@ -1,11 +1,16 @@
-/* The prompt's matrix products in float32 with AVX2 + FMA
- * (kernels/cpu/gemm_f32.c): the CPU back end's GEMM for every prompt
- * product on the avx2 kernel path, in place of cblas_sgemm. The
+/* The prompt's matrix products in float32 with AVX2 + FMA or AVX-512
+ * (kernels/cpu/gemm_f32.c; the AVX-512 micro-kernel in avx512.c): the CPU
+ * back end's GEMM for every prompt product on the avx2 kernel path, in
+ * place of cblas_sgemm, and on the avx512 path when MEMDECAY_CPU_GEMM
+ * asks for it (md_cpu_options.gemm). The
  * arithmetic is the float32 product HF computes (no rounding of the
  * activations or weights beyond float32; F16/BF16 weights widened
  * exactly): each output one FMA chain over K in a fixed order, so results
- * differ from sgemm's only by the order of the fp32 sums. Only called
- * where md_cpu_facts has AVX2, FMA and F16C (the avx2 path or above). */
+ * differ from sgemm's only by the order of the fp32 sums. `isa`
+ * MD_CPU_ISA_AVX512 runs the AVX-512 micro-kernel (12 x 32), anything else
+ * the AVX2 one (6 x 16): the same sums in the same order, the same bits.
+ * Only called where md_cpu_facts has AVX2, FMA and F16C (the avx2 path or
+ * above), with MD_CPU_ISA_AVX512 only where the avx512 path runs. */
 #ifndef MD_KERNELS_CPU_GEMM_F32_H
 #define MD_KERNELS_CPU_GEMM_F32_H
 
@@ -13,6 +18,7 @@
 #include <stdint.h>
 
 #include "io/base/tensor.h"
+#include "kernels/cpu/cpu_internal.h"
 
 /* Scratch size in floats: one thread's packed block of W for k columns
  * (the products take `threads` of them, one after another). */
@@ -34,11 +40,12 @@ typedef struct md_gemm_f32_out {
   const float *bias; /* or NULL */
   int64_t rows;
 } md_gemm_f32_out;
-void md_gemm_f32_shared(int threads, const float *x, int64_t n, int64_t k,
+void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *w_scratch);
 
 /* One product: md_gemm_f32_shared with count 1. */
-void md_gemm_f32(int threads, float *y, const float *x, const void *w, md_dtype dtype,
-                 const float *bias, int64_t n, int64_t rows, int64_t k, float *w_scratch);
+void md_gemm_f32(md_cpu_isa isa, int threads, float *y, const float *x, const void *w,
+                 md_dtype dtype, const float *bias, int64_t n, int64_t rows, int64_t k,
+                 float *w_scratch);
 
 #endif

@@ -162,7 +162,7 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
    * build links OpenBLAS, which always names its core). */
   json_t *blas = json_object_get(run, "blas");
   if (!strcmp(json_str(run, "device"), "cpu")) {
-    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 4, "blas: an object of 4 keys");
+    CHECK_MSG(json_is_object(blas) && json_object_size(blas) == 5, "blas: an object of 5 keys");
     /* These runs multiply in float32 (--bf16-gemm: tests/collect/bf16_gemm.sh). */
     CHECK_MSG(!strcmp(json_str(blas, "prompt_products"), "fp32"), "blas.prompt_products '%s'",
               json_str(blas, "prompt_products"));
@@ -177,6 +177,14 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
     const char *asked = getenv("MEMDECAY_CPU_KERNELS");
     if (asked && *asked && strcmp(asked, "best"))
       CHECK_MSG(!strcmp(kernels, asked), "blas.kernels '%s', MEMDECAY_CPU_KERNELS '%s'", kernels, asked);
+    /* Who multiplied the prompt: by default ours on the avx2 path only;
+     * MEMDECAY_CPU_GEMM=own or blas as asked. */
+    const char *gemm = json_str(blas, "prompt_gemm"), *asked_gemm = getenv("MEMDECAY_CPU_GEMM");
+    const char *want_gemm = asked_gemm && (!strcmp(asked_gemm, "own") || !strcmp(asked_gemm, "blas"))
+                                ? asked_gemm
+                                : !strcmp(kernels, "avx2") ? "own" : "blas";
+    CHECK_MSG(!strcmp(gemm, want_gemm), "blas.prompt_gemm '%s' on the %s path, want '%s'", gemm,
+              kernels, want_gemm);
   }
   CHECK_MSG(json_int(run, "manifest_bytes") == manifest_size, "manifest_bytes %lld, file %lld",
             json_int(run, "manifest_bytes"), manifest_size);

@@ -1,5 +1,5 @@
-/* The avx2 path's float32 prompt products (kernels/cpu/gemm_f32.h) against
- * their definition, y = bias + x W^T, written out here in double precision:
+/* Our float32 prompt products (kernels/cpu/gemm_f32.h) against their
+ * definition, y = bias + x W^T, written out here in double precision:
  * - the sums within the bound of fp32 accumulation, (k + 4) * 2^-24 *
  *   sum |terms|, for F32, F16 and BF16 weights (widened exactly);
  * - every output written, nothing past y (a guard after it);
@@ -8,7 +8,13 @@
  * - the CPU back end sends every prompt product there on the avx2 path
  *   (matmul, and matmul_shared's products of one x, for every weight
  *   dtype: md_gemm_f32's bits), and keeps sgemm on the portable path, and
- *   matrix-vector products for decode rows.
+ *   matrix-vector products for decode rows; MEMDECAY_CPU_GEMM's choices
+ *   (md_cpu_options.gemm): blas sends the avx2 path's products to sgemm
+ *   (the portable path's bits), own is refused on the portable path;
+ * - on a CPU with AVX-512, the AVX-512 micro-kernel's bits are the AVX2
+ *   one's for every shape above, and the avx512 path with gemm own sends
+ *   its products there (tests/kernels/avx512_emulated checks that kernel
+ *   on every machine, in an emulated CPU).
  * Shapes leave remainders everywhere: rows of x not a multiple of the
  * micro-tile's 6 (and fewer than 6), outputs not a multiple of a panel's 16
  * (and fewer than 16), K not a multiple of 8, K above 1,024 (summed in
@@ -83,11 +89,16 @@ static void product_free(product *p) {
   free(p->bias);
 }
 
-static void run(product *p, int threads) {
+/* Whether this CPU runs the AVX-512 micro-kernel (the avx512 path). */
+static bool have_avx512;
+
+static void run_isa(product *p, int threads, md_cpu_isa isa) {
   float *ws = checked_malloc((size_t)threads * md_gemm_f32_w_floats(p->k) * sizeof(float));
-  md_gemm_f32(threads, p->y, p->x, p->w, p->dtype, p->bias, p->n, p->rows, p->k, ws);
+  md_gemm_f32(isa, threads, p->y, p->x, p->w, p->dtype, p->bias, p->n, p->rows, p->k, ws);
   free(ws);
 }
+
+static void run(product *p, int threads) { run_isa(p, threads, MD_CPU_ISA_AVX2); }
 
 /* Outputs of `y` beyond the fp32 bound of the double-precision sum, with the
  * worst error relative to sum |terms| in *worst. */
@@ -135,6 +146,21 @@ static void test_sums(void) {
         for (int g = 0; g < GUARD; g++) touched += !isnan(p.y[n * rows + g]);
         CHECK_MSG(touched == 0, "n %lld rows %lld k %lld: %lld floats written past y",
                   (long long)n, (long long)rows, (long long)k, (long long)touched);
+        if (have_avx512) { /* the AVX-512 micro-kernel: the same bits */
+          float *avx2 = checked_malloc((size_t)(n * rows) * sizeof(float));
+          memcpy(avx2, p.y, (size_t)(n * rows) * sizeof(float));
+          for (int64_t i = 0; i < n * rows + GUARD; i++) p.y[i] = NAN;
+          run_isa(&p, 3, MD_CPU_ISA_AVX512);
+          CHECK_MSG(memcmp(avx2, p.y, (size_t)(n * rows) * sizeof(float)) == 0,
+                    "n %lld rows %lld k %lld dtype %s bias %d: the AVX-512 micro-kernel's bits "
+                    "are not the AVX2 one's", (long long)n, (long long)rows, (long long)k,
+                    md_dtype_name(dtypes[d]), with_bias);
+          touched = 0;
+          for (int g = 0; g < GUARD; g++) touched += !isnan(p.y[n * rows + g]);
+          CHECK_MSG(touched == 0, "AVX-512, n %lld rows %lld k %lld: %lld floats written past y",
+                    (long long)n, (long long)rows, (long long)k, (long long)touched);
+          free(avx2);
+        }
         product_free(&p);
       }
 }
@@ -175,7 +201,7 @@ static void test_shared(void) {
                                 .bias = p[o].bias, .rows = rows[o]};
   }
   float *ws = checked_malloc(3 * md_gemm_f32_w_floats(k) * sizeof(float));
-  md_gemm_f32_shared(3, p[0].x, n, k, outs, 3, ws);
+  md_gemm_f32_shared(MD_CPU_ISA_AVX2, 3, p[0].x, n, k, outs, 3, ws);
   for (int o = 0; o < 3; o++) {
     CHECK_MSG(memcmp(alone[o], p[o].y, (size_t)(n * rows[o]) * sizeof(float)) == 0,
               "product %d of a shared call differs from the same product alone", o);
@@ -255,7 +281,7 @@ static void test_backend(void) {
     outs[o] = (md_gemm_f32_out){.y = want[o], .w = p[o].w, .dtype = MD_DTYPE_BF16,
                                 .bias = p[o].bias, .rows = rows[o]};
   float *ws = checked_malloc(2 * md_gemm_f32_w_floats(cols) * sizeof(float));
-  md_gemm_f32_shared(2, p[0].x, n, cols, outs, 2, ws);
+  md_gemm_f32_shared(MD_CPU_ISA_AVX2, 2, p[0].x, n, cols, outs, 2, ws);
   backend_products(k_avx2, ts, bs, 2, p[0].x, n, got);
   double worst;
   for (int o = 0; o < 2; o++) {
@@ -265,7 +291,7 @@ static void test_backend(void) {
               "avx2 path: matmul_shared's product %d beyond the fp32 bound (worst %.3g)", o, worst);
   }
   backend_products(k_avx2, ts, bs, 0, p[0].x, n, single);
-  md_gemm_f32(2, want[0], p[0].x, p[0].w, MD_DTYPE_BF16, p[0].bias, n, rows[0], cols, ws);
+  md_gemm_f32(MD_CPU_ISA_AVX2, 2, want[0], p[0].x, p[0].w, MD_DTYPE_BF16, p[0].bias, n, rows[0], cols, ws);
   CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * rows[0]) * sizeof(float)) == 0,
             "avx2 path: matmul is not md_gemm_f32's");
   /* portable: matmul_shared is its matmuls, bit for bit. */
@@ -286,12 +312,12 @@ static void test_backend(void) {
                      .data = wf, .nbytes = (size_t)(r * cols) * 4};
     const md_tensor *f32s[] = {&f32, &f32}, *one[] = {&f32};
     float *pair[] = {got[0], single[0]}; /* both rows[0] wide */
-    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, NULL, n, r, cols, ws);
+    md_gemm_f32(MD_CPU_ISA_AVX2, 2, want[0], p[0].x, wf, MD_DTYPE_F32, NULL, n, r, cols, ws);
     backend_products(k_avx2, f32s, none, 2, p[0].x, n, pair);
     CHECK_MSG(memcmp(got[0], want[0], (size_t)(n * r) * sizeof(float)) == 0 &&
                   memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
               "avx2 path: matmul_shared of F32 weights is not md_gemm_f32's");
-    md_gemm_f32(2, want[0], p[0].x, wf, MD_DTYPE_F32, p[0].bias, n, r, cols, ws);
+    md_gemm_f32(MD_CPU_ISA_AVX2, 2, want[0], p[0].x, wf, MD_DTYPE_F32, p[0].bias, n, r, cols, ws);
     backend_products(k_avx2, one, bs, 0, p[0].x, n, single);
     CHECK_MSG(memcmp(single[0], want[0], (size_t)(n * r) * sizeof(float)) == 0,
               "avx2 path: matmul of F32 weights is not md_gemm_f32's");
@@ -314,15 +340,106 @@ static void test_backend(void) {
   md_kernels_free(k_portable);
 }
 
+/* MEMDECAY_CPU_GEMM's choices (md_cpu_options.gemm): the names, who each
+ * path multiplies with by default, blas on the avx2 path (sgemm: the
+ * portable path's bits, shared or not), own refused on the portable path,
+ * and own on the avx512 path (where the CPU has it): the AVX-512
+ * micro-kernel's bits, which are the AVX2 one's. */
+static void test_gemm_choice(void) {
+  md_cpu_gemm g = MD_CPU_GEMM_BLAS;
+  CHECK(md_cpu_gemm_parse("auto", &g) && g == MD_CPU_GEMM_AUTO);
+  CHECK(md_cpu_gemm_parse("own", &g) && g == MD_CPU_GEMM_OWN);
+  CHECK(md_cpu_gemm_parse("blas", &g) && g == MD_CPU_GEMM_BLAS);
+  CHECK(!md_cpu_gemm_parse("OWN", &g) && !md_cpu_gemm_parse("", &g) &&
+        !md_cpu_gemm_parse("sgemm", &g));
+
+  md_error err;
+  md_kernels *k = NULL;
+  md_cpu_options refused = {.threads = 2, .kernels = MD_CPU_KERNELS_PORTABLE,
+                            .gemm = MD_CPU_GEMM_OWN};
+  CHECK(md_kernels_cpu_new(&refused, &k, &err) == MD_E_DEVICE);
+  CHECK_MSG(strstr(err.message, "MEMDECAY_CPU_GEMM=own") && strstr(err.message, "portable"),
+            "own on the portable path: '%s'", err.message);
+  refused.gemm = (md_cpu_gemm)7;
+  CHECK(md_kernels_cpu_new(&refused, &k, &err) == MD_E_INVALID);
+
+  md_cpu_options avx2 = {.threads = 2, .kernels = MD_CPU_KERNELS_AVX2};
+  md_cpu_options avx2_blas = {.threads = 2, .kernels = MD_CPU_KERNELS_AVX2,
+                              .gemm = MD_CPU_GEMM_BLAS};
+  md_cpu_options portable = {.threads = 2, .kernels = MD_CPU_KERNELS_PORTABLE};
+  md_kernels *k_avx2 = NULL, *k_blas = NULL, *k_portable = NULL;
+  CHECK(md_kernels_cpu_new(&avx2, &k_avx2, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&avx2_blas, &k_blas, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&portable, &k_portable, &err) == MD_OK);
+  CHECK(!strcmp(md_kernels_cpu_gemm(k_avx2), "own"));
+  CHECK(!strcmp(md_kernels_cpu_gemm(k_blas), "blas"));
+  CHECK(!strcmp(md_kernels_cpu_gemm(k_portable), "blas"));
+
+  const int64_t n = 20, cols = 130, rows[] = {96, 40};
+  product p[2];
+  md_tensor t[2];
+  for (int o = 0; o < 2; o++) {
+    p[o] = product_new(n, rows[o], cols, MD_DTYPE_BF16, false);
+    if (o) memcpy(p[o].x, p[0].x, (size_t)(n * cols) * sizeof(float));
+    t[o] = (md_tensor){.name = "w", .dtype = MD_DTYPE_BF16, .ndim = 2, .shape = {rows[o], cols},
+                       .data = p[o].w, .nbytes = (size_t)(rows[o] * cols) * 2};
+  }
+  const md_tensor *ts[] = {&t[0], &t[1]}, *none[] = {NULL, NULL};
+  float *got[2], *want[2];
+  for (int o = 0; o < 2; o++) {
+    got[o] = checked_malloc((size_t)(n * rows[o]) * sizeof(float));
+    want[o] = checked_malloc((size_t)(n * rows[o]) * sizeof(float));
+  }
+  /* blas on the avx2 path: sgemm, as the portable path multiplies. */
+  backend_products(k_portable, ts, none, 0, p[0].x, n, want);
+  backend_products(k_blas, ts, none, 0, p[0].x, n, got);
+  CHECK_MSG(memcmp(got[0], want[0], (size_t)(n * rows[0]) * sizeof(float)) == 0,
+            "MEMDECAY_CPU_GEMM=blas on the avx2 path: matmul is not sgemm's (the portable path's)");
+  backend_products(k_blas, ts, none, 2, p[0].x, n, got);
+  CHECK_MSG(memcmp(got[0], want[0], (size_t)(n * rows[0]) * sizeof(float)) == 0,
+            "MEMDECAY_CPU_GEMM=blas on the avx2 path: matmul_shared is not its matmuls");
+
+  if (have_avx512) {
+    md_cpu_options avx512 = {.threads = 2, .kernels = MD_CPU_KERNELS_AVX512};
+    md_cpu_options avx512_own = {.threads = 2, .kernels = MD_CPU_KERNELS_AVX512,
+                                 .gemm = MD_CPU_GEMM_OWN};
+    md_kernels *k_avx512 = NULL, *k_own = NULL;
+    CHECK(md_kernels_cpu_new(&avx512, &k_avx512, &err) == MD_OK);
+    CHECK(md_kernels_cpu_new(&avx512_own, &k_own, &err) == MD_OK);
+    CHECK(!strcmp(md_kernels_cpu_gemm(k_avx512), "blas"));
+    CHECK(!strcmp(md_kernels_cpu_gemm(k_own), "own"));
+    backend_products(k_avx2, ts, none, 2, p[0].x, n, want);
+    backend_products(k_own, ts, none, 2, p[0].x, n, got);
+    for (int o = 0; o < 2; o++)
+      CHECK_MSG(memcmp(got[o], want[o], (size_t)(n * rows[o]) * sizeof(float)) == 0,
+                "avx512 path with our GEMM: matmul_shared's product %d is not the avx2 path's", o);
+    md_kernels_free(k_avx512);
+    md_kernels_free(k_own);
+  } else {
+    printf("test_gemm_f32: no AVX-512 here: the avx512 path's GEMM is checked in an emulated "
+           "CPU (kernels_avx512_emulated)\n");
+  }
+  for (int o = 0; o < 2; o++) {
+    free(got[o]);
+    free(want[o]);
+    product_free(&p[o]);
+  }
+  md_kernels_free(k_avx2);
+  md_kernels_free(k_blas);
+  md_kernels_free(k_portable);
+}
+
 int main(void) {
   md_cpu_facts facts = md_cpu_read_facts();
   if (md_cpu_isa_for(&facts) < MD_CPU_ISA_AVX2) {
     printf("test_gemm_f32: this CPU has no AVX2/FMA/F16C: the avx2 path does not run here\n");
     return md_test_finish("test_gemm_f32");
   }
+  have_avx512 = md_cpu_isa_for(&facts) >= MD_CPU_ISA_AVX512;
   test_sums();
   test_threads();
   test_shared();
   test_backend();
+  test_gemm_choice();
   return md_test_finish("test_gemm_f32");
 }

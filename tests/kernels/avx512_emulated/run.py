@@ -29,6 +29,7 @@ import math
 import os
 import random
 import struct
+from fractions import Fraction
 import subprocess
 import sys
 
@@ -491,6 +492,96 @@ def test_prefill_products(m, sym, rng, checks):
                         checks.check(abs(row[d] - want) <= 1e-5 * bound + 1e-30, f"{what} [{i}][{d}]: {row[d]!r} vs {want!r}")
 
 
+def round_f32(q):
+    """The float32 nearest the exact rational q (ties to even; subnormals
+    kept), as a Python float."""
+    if q == 0:
+        return 0.0
+    sign, q = (-1.0, -q) if q < 0 else (1.0, q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    while Fraction(2) ** e > q:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= q:
+        e += 1
+    quantum = Fraction(2) ** (max(e, -126) - 23)
+    steps = q / quantum
+    whole = steps.numerator // steps.denominator
+    rest = steps - whole
+    if rest > Fraction(1, 2) or (rest == Fraction(1, 2) and whole % 2):
+        whole += 1
+    return sign * float(whole * quantum)
+
+
+def fma32(a, b, c):
+    """float32 fma(a, b, c): one rounding of the exact a * b + c."""
+    return round_f32(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+def test_gemm_item(m, sym, rng, checks):
+    """One work item of the prompt's float32 GEMM (md_avx512_gemm_f32_item,
+    gemm_f32.c drives it): every output of the item's rows and columns
+    within the fp32 bound of the exact sum, a sample of them bit for bit
+    the FMA chain over the block's columns in order added to the bias (the
+    first block) or to y (a later one), as the AVX2 item sums; nothing
+    written outside the item's tile. Shapes: K with and without an 8-column
+    remainder, a later K block, a narrow last panel (outputs past `rows`),
+    x's last panel part-filled (rows past n), all three weight dtypes."""
+    item = sym["md_avx512_gemm_f32_item"]
+    mr, sentinel = 12, -7.0
+    # n, rows, k, c0, kc, j0, panel0, panel1, dtype, bias
+    cases = [(13, 70, 1030, 0, 1030, 0, 0, 2, "f32", True),
+             (25, 70, 33, 0, 33, 64, 1, 3, "bf16", True),
+             (7, 40, 2049, 688, 688, 0, 0, 1, "f16", False),
+             (12, 17, 8, 0, 8, 0, 0, 1, "f32", False),
+             (30, 96, 77, 0, 77, 32, 0, 3, "bf16", False)]
+    codes = {"f32": 0, "f16": 1, "bf16": 2}
+    for n, rows, k, c0, kc, j0, panel0, panel1, dtype, with_bias in cases:
+        what = f"gemm item n={n} rows={rows} k={k} block [{c0}, {c0 + kc}) j0={j0} panels [{panel0}, {panel1}) {dtype}"
+        x = [to_f32(rng.uniform(-2.0, 2.0)) for _ in range(n * k)]
+        wbytes, w = b"", []
+        for _ in range(rows * k):
+            bits, value = random_weight(rng, dtype)
+            wbytes += bits
+            w.append(value)
+        bias = [to_f32(rng.uniform(-1.0, 1.0)) for _ in range(rows)] if with_bias else None
+        later = c0 > 0
+        y0 = [to_f32(rng.uniform(-1.0, 1.0)) if later else sentinel for _ in range(n * rows)]
+        x_va = m.place(0, floats(x))
+        w_va = m.place(1, wbytes)
+        bias_va = m.place(2, floats(bias)) if bias else 0
+        y_va = m.place(3, floats(y0))
+        scratch_va = m.place(4, floats([0.0] * (64 * kc)))
+        task = struct.pack("<5Q8qi4x", y_va, x_va, w_va, bias_va, scratch_va,
+                           n, rows, k, c0, kc, j0, panel0, panel1, codes[dtype])
+        task_va = m.place(5, task)
+        outcome = m.call(item, task_va)
+        checks.check(m.returned(outcome), f"{what}: ended by {outcome}")
+        got = unfloats(m.read(y_va, 4 * n * rows))
+        i0, i1 = panel0 * mr, min(panel1 * mr, n)
+        r1 = min(j0 + 64, rows)
+        tile = [(i, r) for i in range(i0, i1) for r in range(j0, r1)]
+        inside = set(tile)
+        for i in range(n):
+            for r in range(rows):
+                if (i, r) not in inside:
+                    checks.check(got[i * rows + r] == y0[i * rows + r], f"{what}: wrote y[{i}][{r}] outside the tile")
+        for i, r in tile:
+            terms = [x[i * k + c] * w[r * k + c] for c in range(c0, c0 + kc)]
+            base = y0[i * rows + r] if later else (bias[r] if bias else 0.0)
+            want = base + math.fsum(terms)
+            bound = (kc + 4) * 2.0 ** -24 * (abs(base) + sum(abs(t) for t in terms))
+            v = got[i * rows + r]
+            checks.check(abs(v - want) <= bound, f"{what} y[{i}][{r}]: {v!r} vs {want!r}")
+        for i, r in rng.sample(tile, min(12, len(tile))):
+            acc = 0.0
+            for c in range(c0, c0 + kc):
+                acc = fma32(x[i * k + c], w[r * k + c], acc)
+            base = y0[i * rows + r] if later else (bias[r] if bias else 0.0)
+            want = round_f32(Fraction(base) + Fraction(acc))
+            v = got[i * rows + r]
+            checks.check(v == want, f"{what} y[{i}][{r}]: {v!r}, the in-order FMA chain gives {want!r}")
+
+
 def test_harness_catches_overrun(m, sym, checks):
     """A count one past the buffer must fault: the guard pages work."""
     src = m.place(0, struct.pack("<17H", *range(17)))
@@ -517,7 +608,8 @@ def main():
     wanted = ["md_avx512_matvec_f32", "md_avx512_matvec_f16", "md_avx512_matvec_bf16",
               "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul",
               "md_avx512_decode_scores", "md_avx512_decode_values",
-              "md_avx512_prefill_scores", "md_avx512_prefill_values"]
+              "md_avx512_prefill_scores", "md_avx512_prefill_values",
+              "md_avx512_gemm_f32_item"]
     missing = [w for w in wanted if w not in symbols]
     if missing:
         fail(f"kernels/cpu/avx512.c defines no {', '.join(missing)} (not an x86-64 compiler?)")
@@ -531,6 +623,7 @@ def main():
     test_matvec(machine, symbols, rng, checks)
     test_decode_products(machine, symbols, rng, checks)
     test_prefill_products(machine, symbols, rng, checks)
+    test_gemm_item(machine, symbols, rng, checks)
     print(f"avx512_emulated: {checks.count - checks.failed} of {checks.count} checks passed "
           f"({len(image)} bytes of AVX-512 code, emulated)")
     sys.stdout.flush()
