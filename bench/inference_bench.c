@@ -336,19 +336,22 @@ static int cmd_limits(int threads) {
   return 0;
 }
 
+/* The prompt's token ids (raw little-endian int32) and their count, at
+ * least one; NULL, said on stderr, when the file cannot be read. */
 static int32_t *read_prompt(const char *path, int64_t *n) {
   FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  fseek(fp, 0, SEEK_END);
-  long bytes = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  int32_t *tokens = malloc((size_t)bytes);
-  *n = bytes / 4;
-  if (!tokens || fread(tokens, 4, (size_t)*n, fp) != (size_t)*n) {
-    free(tokens);
-    tokens = NULL;
+  int32_t *tokens = NULL;
+  if (fp && fseek(fp, 0, SEEK_END) == 0) {
+    long bytes = ftell(fp);
+    *n = bytes / 4;
+    if (*n >= 1 && fseek(fp, 0, SEEK_SET) == 0 && (tokens = malloc((size_t)*n * 4)) &&
+        fread(tokens, 4, (size_t)*n, fp) != (size_t)*n) {
+      free(tokens);
+      tokens = NULL;
+    }
   }
-  fclose(fp);
+  if (fp) fclose(fp);
+  if (!tokens) fprintf(stderr, "inference_bench: cannot read %s\n", path);
   return tokens;
 }
 
@@ -463,10 +466,7 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   md_error err;
   int64_t n = 0;
   int32_t *prompt = read_prompt(prompt_path, &n);
-  if (!prompt || n < 1) {
-    fprintf(stderr, "inference_bench: cannot read %s\n", prompt_path);
-    return 1;
-  }
+  if (!prompt) return 1;
   engine e;
   if (engine_open(&e, dir, threads, n + decode_steps + capture_steps, false)) return 1;
   md_kernels *k = e.k;
@@ -555,10 +555,7 @@ static int cmd_ops(const char *dir, const char *prompt_path, int64_t decode_step
   md_error err;
   int64_t n = 0;
   int32_t *prompt = read_prompt(prompt_path, &n);
-  if (!prompt || n < 1) {
-    fprintf(stderr, "inference_bench: cannot read %s\n", prompt_path);
-    return 1;
-  }
+  if (!prompt) return 1;
   const char *fma_isa;
   double peak = fma_peak_gflops(threads, &fma_isa);
   engine e;

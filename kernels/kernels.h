@@ -147,8 +147,9 @@ typedef struct md_kernel_ops {
    * its entries NULL: no bias), each W [out_i, in]; the same products as
    * count matmul calls, to the order of the float32 sums. The forward pass
    * uses it for q/k/v and gate/up. A back end may do the work on x once:
-   * the CPU back end's prompt products on the avx2 path (float32) and with
-   * --bf16-gemm pack x once and run the products in one parallel region.
+   * the CPU back end's own float32 GEMM (the avx2 path's default,
+   * MEMDECAY_CPU_GEMM) and --bf16-gemm's run the products in one parallel
+   * region over one list of work items (the BF16 one packs x once).
    * Optional: NULL makes the forward pass call matmul for each. */
   void (*matmul_shared)(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
                         const md_kweight *const *ws, const md_kweight *const *biases, int count,

@@ -13,6 +13,7 @@
  *
  * Freestanding on purpose (see avx512.h): intrinsics only. */
 #include "kernels/cpu/avx512.h"
+#include "kernels/cpu/transpose8.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -560,25 +561,6 @@ MD_AVX512 void md_avx512_prefill_values(float *const *out_rows, const float *p, 
 
 enum { GEMM_MR = MD_AVX512_GEMM_MR, GEMM_NR = 32, GEMM_GROUP = 2, GEMM_PREFETCH_AHEAD = 64 };
 
-/* r[0..7] (one row each, 8 columns) -> r[c] = column c (8 rows). */
-MD_AVX512_INLINE void gemm_transpose_8x8(__m256 r[8]) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int c = 0; c < 4; c++) {
-    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
-  }
-}
-
 /* The elements of a weight row at [at, at + 8) under mask m as float32
  * (exact widening; masked-off lanes 0, never read). */
 MD_AVX512_INLINE __m256 gemm_load8(const void *w, int dtype, size_t at, __mmask8 m) {
@@ -610,7 +592,7 @@ MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t 
       for (int i = 0; i < 8; i++)
         r[i] = i < live ? gemm_load8(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c), m)
                         : _mm256_setzero_ps();
-      gemm_transpose_8x8(r);
+      md_transpose_8x8(r);
       for (int j = 0; j < cols; j++) _mm256_storeu_ps(dst + (c + j) * GEMM_NR + 8 * quarter, r[j]);
     }
   }

@@ -438,9 +438,9 @@ static bool f32_shared(const cpu_kernels *c, const md_kweight *const *ws, int co
 }
 
 /* With --bf16-gemm, a prompt's products of BF16 weights on one x share its
- * packing and one parallel region (md_gemm_bf16_shared); on the avx2 path
- * a prompt's products of one x do the same in float32
- * (md_gemm_f32_shared); otherwise matmul by matmul. */
+ * packing and one parallel region (md_gemm_bf16_shared); with our float32
+ * GEMM (f32_product) a prompt's products of one x share one parallel
+ * region (md_gemm_f32_shared); otherwise matmul by matmul. */
 static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
                               const md_kweight *const *ws, const md_kweight *const *biases,
                               int count, int64_t n) {

@@ -2,7 +2,10 @@
  * gemm_f32.h): on the avx2 path, every prompt product of the back end
  * (matmul, and matmul_shared's groups of one x: q, k and v; gate and up),
  * whatever the weights' dtype, in place of cblas_sgemm (and, for F16 or
- * BF16 weights, of a weight tile widened to float32 before it).
+ * BF16 weights, of a weight tile widened to float32 before it); on the
+ * avx512 path the same when MEMDECAY_CPU_GEMM=own asks, the items then run
+ * by the AVX-512 micro-kernel of avx512.c (12 x 32 tiles, the same sums in
+ * the same order; the plan and threads here).
  *
  * Why our own: on an AMD Zen 3 with Debian's OpenBLAS 0.3.21 (core Zen,
  * its Haswell kernels) a 1,700-token prompt spent 72% of its time in
@@ -77,6 +80,7 @@
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/gemm_items.h"
+#include "kernels/cpu/transpose8.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -100,25 +104,6 @@ static int64_t block_cols(int64_t k) {
 }
 
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)GROUP * (size_t)block_cols(k) * NR; }
-
-/* r[0..7] (one row each, 8 columns) -> r[c] = column c (8 rows). */
-MD_AVX2 static inline __attribute__((always_inline)) void transpose_8x8(__m256 r[8]) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);     /* rows i, i+1: cols 0 1 | 4 5 */
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]); /* cols 2 3 | 6 7 */
-  }
-  for (int i = 0; i < 8; i += 4) {
-    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);     /* col 0 | 4 of rows i..i+3 */
-    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee); /* col 1 | 5 */
-    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-  }
-  for (int c = 0; c < 4; c++) {
-    r[c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x20);
-    r[4 + c] = _mm256_permute2f128_ps(s[c], s[4 + c], 0x31);
-  }
-}
 
 /* 8 consecutive elements of a weight row as float32 (exact widening). */
 MD_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void *w, md_dtype dtype,
@@ -150,7 +135,7 @@ MD_AVX2 static void pack_w(float *dst, const void *w, md_dtype dtype, int64_t ro
       for (int i = 0; i < 8; i++)
         r[i] = i < live ? load8(w, dtype, (size_t)(first + i) * (size_t)k + (size_t)(c0 + c))
                         : _mm256_setzero_ps();
-      transpose_8x8(r);
+      md_transpose_8x8(r);
       for (int j = 0; j < 8; j++) _mm256_storeu_ps(dst + (c + j) * NR + 8 * half, r[j]);
     }
     for (; c < kc; c++)
