@@ -15,7 +15,7 @@ typedef struct profiled_weight {
   size_t nbytes;
 } profiled_weight;
 
-enum { MAX_TALLIES = 64, LABEL_MAX = 64 };
+enum { MAX_TALLIES = 64, LABEL_MAX = 80 };
 
 typedef struct tally {
   op_phase phase;
@@ -184,6 +184,17 @@ static void p_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
   I(k)->ops->matmul_shared(I(k), ys, x, inner_w, biases ? inner_b : NULL, count, n);
   add(k, "matmul_shared", label, stop(k, t0), flops, bytes);
 }
+static void p_matmul_swiglu(md_kernels *k, md_kbuf *gate, md_kbuf *up, const md_kbuf *x,
+                            const md_kweight *w_gate, const md_kweight *w_up, int64_t n) {
+  char label[LABEL_MAX];
+  snprintf(label, sizeof label, "%s+%s, swiglu", PW(w_gate)->label, PW(w_up)->label);
+  double flops = 2.0 * (double)n * (double)PW(w_gate)->cols *
+                 (double)(PW(w_gate)->rows + PW(w_up)->rows);
+  double t0 = now();
+  I(k)->ops->matmul_swiglu(I(k), gate, up, x, W(w_gate), W(w_up), n);
+  add(k, "matmul_swiglu", label, stop(k, t0), flops,
+      (double)(PW(w_gate)->nbytes + PW(w_up)->nbytes));
+}
 static void p_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_heads, int n_kv_heads,
                    int head_dim, int64_t pos0, double theta) {
   double t0 = now();
@@ -273,6 +284,7 @@ md_kernels *op_profile_wrap(md_kernels *inner) {
       .rmsnorm = p_rmsnorm,
       .matmul = p_matmul,
       .matmul_shared = in->matmul_shared ? p_matmul_shared : NULL,
+      .matmul_swiglu = in->matmul_swiglu ? p_matmul_swiglu : NULL,
       .rope = p_rope,
       .kv_store = p_kv_store,
       .kv_compact = in->kv_compact ? p_kv_compact : NULL,

@@ -154,6 +154,15 @@ typedef struct md_kernel_ops {
   void (*matmul_shared)(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
                         const md_kweight *const *ws, const md_kweight *const *biases, int count,
                         int64_t n);
+  /* The MLP's first half: gate = silu(x W_gate^T) * (x W_up^T), x [n, in],
+   * W_gate and W_up [out, in] (F32/F16/BF16), gate and up [n, out]; up is
+   * the back end's scratch (undefined after). The bits of matmul_shared on
+   * {W_gate, W_up} followed by swiglu; a back end may fuse them (the CPU
+   * back end's own float32 GEMM on the avx2 path multiplies SiLU in as it
+   * stores the up product's tiles, which are never stored). Optional: NULL
+   * makes the forward pass call those two. */
+  void (*matmul_swiglu)(md_kernels *k, md_kbuf *gate, md_kbuf *up, const md_kbuf *x,
+                        const md_kweight *w_gate, const md_kweight *w_up, int64_t n);
   /* Rotary embedding, "rotate_half" (NeoX) layout, in place on the queries
    * q [n, n_heads * head_dim] and keys kk [n, n_kv_heads * head_dim] of the
    * positions pos0 .. pos0 + n - 1: element j pairs with j + head_dim / 2,

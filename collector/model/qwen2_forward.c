@@ -257,10 +257,14 @@ static void mlp_block(md_qwen2_forward *fw, int l, int64_t n) {
   md_kernels *k = fw->k;
   const md_kernel_ops *op = k->ops;
   op->rmsnorm(k, fw->xb, fw->x, w->post_norm, n, (float)c->rms_norm_eps);
-  md_kbuf *gate_up[] = {fw->gate, fw->up};
-  const md_kweight *gate_up_w[] = {w->gate, w->up};
-  matmul_shared(k, gate_up, fw->xb, gate_up_w, NULL, 2, n);
-  op->swiglu(k, fw->gate, fw->up, (size_t)n * (size_t)c->intermediate_size);
+  if (op->matmul_swiglu) {
+    op->matmul_swiglu(k, fw->gate, fw->up, fw->xb, w->gate, w->up, n);
+  } else {
+    md_kbuf *gate_up[] = {fw->gate, fw->up};
+    const md_kweight *gate_up_w[] = {w->gate, w->up};
+    matmul_shared(k, gate_up, fw->xb, gate_up_w, NULL, 2, n);
+    op->swiglu(k, fw->gate, fw->up, (size_t)n * (size_t)c->intermediate_size);
+  }
   op->matmul(k, fw->xb, fw->gate, w->down, NULL, n);
   op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
 }

@@ -471,6 +471,35 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
   gemm_bf16(c, x->data, n, ws[0]->cols, outs, count);
 }
 
+/* gate = silu(x W_gate^T) * (x W_up^T): with our float32 GEMM on the avx2
+ * path in one pass (md_gemm_f32_swiglu: the up product's tiles become the
+ * SwiGLU as they are stored, the same bits); otherwise matmul_shared, then
+ * swiglu. */
+static void cpu_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count);
+static void cpu_matmul_swiglu(md_kernels *k, md_kbuf *gate, md_kbuf *up, const md_kbuf *x,
+                              const md_kweight *w_gate, const md_kweight *w_up, int64_t n) {
+  cpu_kernels *c = cpu(k);
+  if (f32_product(c, n) && c->isa == MD_CPU_ISA_AVX2 && !bf16_product(c, w_gate, n) &&
+      !bf16_product(c, w_up, n) && w_gate->rows == w_up->rows && w_gate->cols == w_up->cols) {
+    c->f32_w = grow(c->f32_w, &c->f32_w_floats,
+                    (size_t)c->threads * md_gemm_f32_w_floats(w_gate->cols), sizeof(float));
+    if (!c->f32_w) {
+      defer(c, MD_E_NOMEM);
+      return;
+    }
+    md_gemm_f32_out g = {.y = gate->data, .w = w_gate->data, .dtype = w_gate->dtype,
+                         .rows = w_gate->rows};
+    md_gemm_f32_out u = {.y = up->data, .w = w_up->data, .dtype = w_up->dtype,
+                         .rows = w_up->rows};
+    md_gemm_f32_swiglu(c->threads, x->data, n, w_gate->cols, &g, &u, c->f32_w);
+    return;
+  }
+  md_kbuf *ys[] = {gate, up};
+  const md_kweight *ws[] = {w_gate, w_up};
+  cpu_matmul_shared(k, ys, x, ws, NULL, 2, n);
+  cpu_swiglu(k, gate, up, (size_t)n * (size_t)w_gate->rows);
+}
+
 static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                        const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
@@ -526,6 +555,7 @@ static const md_kernel_ops cpu_ops = {
   .rmsnorm = cpu_rmsnorm,
   .matmul = cpu_matmul,
   .matmul_shared = cpu_matmul_shared,
+  .matmul_swiglu = cpu_matmul_swiglu,
   .rope = cpu_rope,
   .kv_store = cpu_kv_store,
   .kv_compact = cpu_kv_compact,

@@ -81,6 +81,7 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/gemm_items.h"
 #include "kernels/cpu/transpose8.h"
+#include "kernels/cpu/vexp.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -149,12 +150,15 @@ MD_AVX2 static void pack_w(float *dst, const void *w, md_dtype dtype, int64_t ro
 /* acc(MR x NR) = sum over kc columns of x's 6 rows (a[i], read in place)
  * times b (packed W); then y rows [0, mr), columns [0, nr): y = (first ?
  * bias or 0 : y) + acc. next, if not NULL: the next panel's 6 rows, whose
- * lines are prefetched as the columns go by. The 12 accumulators are named
- * variables, not an array: GCC kept an array of them in memory (a load and
- * a store around every FMA). */
+ * lines are prefetched as the columns go by. With `gate` (the SwiGLU
+ * epilogue, the up product's last K block): u = (first ? bias or 0 : y) +
+ * acc is not stored; gate's tile (same rows and columns, already final)
+ * becomes silu(gate) * u. The 12 accumulators are named variables, not an
+ * array: GCC kept an array of them in memory (a load and a store around
+ * every FMA). */
 MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *const *a, const float *b,
                                  int64_t kc, int mr, int nr, const float *bias, bool first,
-                                 const float *const *next) {
+                                 const float *const *next, float *gate) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int i = 0; i < mr; i++) {
@@ -179,6 +183,39 @@ MD_AVX2 static void micro_kernel(float *y, int64_t ldy, const float *const *a, c
 #undef MD_F32_ROW
   }
   __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  if (gate && nr == NR) { /* u = base + acc, then gate = silu(gate) * u */
+    __m256 base0 = _mm256_setzero_ps(), base1 = _mm256_setzero_ps();
+    if (first && bias) {
+      base0 = _mm256_loadu_ps(bias);
+      base1 = _mm256_loadu_ps(bias + 8);
+    }
+    for (int i = 0; i < mr; i++) {
+      const float *row = y + i * ldy;
+      float *g = gate + i * ldy;
+      if (!first) {
+        base0 = _mm256_loadu_ps(row);
+        base1 = _mm256_loadu_ps(row + 8);
+      }
+      _mm256_storeu_ps(g, md_silu_mul8(_mm256_loadu_ps(g), _mm256_add_ps(base0, acc[i][0])));
+      _mm256_storeu_ps(g + 8, md_silu_mul8(_mm256_loadu_ps(g + 8), _mm256_add_ps(base1, acc[i][1])));
+    }
+    return;
+  }
+  if (gate) { /* a narrow last panel: the same, lane by lane into 8-wide vectors */
+    for (int i = 0; i < mr; i++) {
+      float u[NR], g[NR] = {0}, out[NR];
+      for (int h = 0; h < 2; h++) _mm256_storeu_ps(u + 8 * h, acc[i][h]);
+      for (int j = 0; j < nr; j++) {
+        u[j] += first ? (bias ? bias[j] : 0.0f) : y[i * ldy + j];
+        g[j] = gate[i * ldy + j];
+      }
+      for (int h = 0; h < 2; h++)
+        _mm256_storeu_ps(out + 8 * h, md_silu_mul8(_mm256_loadu_ps(g + 8 * h),
+                                                   _mm256_loadu_ps(u + 8 * h)));
+      for (int j = 0; j < nr; j++) gate[i * ldy + j] = out[j];
+    }
+    return;
+  }
   if (nr == NR) {
     __m256 base0 = _mm256_setzero_ps(), base1 = _mm256_setzero_ps();
     if (first && bias) {
@@ -240,9 +277,67 @@ MD_AVX2 static void gemm_item(float *y, const float *x, const void *w, md_dtype 
       int64_t jg = j0 + g * NR;
       int nr = rows - jg < NR ? (int)(rows - jg) : NR;
       micro_kernel(y + row0 * rows + jg, rows, a, w_scratch + (size_t)g * (size_t)kc * NR, kc, mr,
-                   nr, bias ? bias + jg : NULL, c0 == 0, more && g == 0 ? next : NULL);
+                   nr, bias ? bias + jg : NULL, c0 == 0, more && g == 0 ? next : NULL, NULL);
     }
     if (more) memcpy(a, next, sizeof a);
+  }
+}
+
+/* One work item of the fused gate/up product (md_gemm_f32_swiglu), K block
+ * [c0, c0 + kc): outputs [j0, j0 + SWIGLU_COLS) of both products against
+ * x's panels [panel0, panel1). The scratch holds the gate's 2 W panels,
+ * then the up's 2; for each x panel the gate's tiles are stored first, so
+ * that in the last K block the up's tiles find them final and leave
+ * silu(gate) * up in their place (earlier blocks store both as the plain
+ * product does). */
+enum { SWIGLU_COLS = GROUP * NR / 2 };
+MD_AVX2 static void swiglu_item(const md_gemm_f32_out *gate, const md_gemm_f32_out *up,
+                                const float *x, int64_t n, int64_t k, int64_t c0, int64_t kc,
+                                int64_t j0, int64_t panel0, int64_t panel1, float *w_scratch) {
+  int64_t rows = gate->rows, j1 = j0 + SWIGLU_COLS < rows ? j0 + SWIGLU_COLS : rows;
+  int panels_w = (int)((j1 - j0 + NR - 1) / NR);
+  bool last = c0 + kc == k;
+  const md_gemm_f32_out *part[2] = {gate, up};
+  for (int p = 0; p < 2; p++)
+    for (int g = 0; g < panels_w; g++)
+      pack_w(w_scratch + (size_t)(p * panels_w + g) * (size_t)kc * NR, part[p]->w, part[p]->dtype,
+             rows, k, j0 + g * NR, c0, kc);
+  const float *a[MR], *next[MR];
+  panel_rows(a, x, n, k, panel0 * MR, c0);
+  for (int64_t panel = panel0; panel < panel1; panel++) {
+    int64_t row0 = panel * MR;
+    int mr = n - row0 < MR ? (int)(n - row0) : MR;
+    bool more = panel + 1 < panel1;
+    if (more) panel_rows(next, x, n, k, row0 + MR, c0);
+    for (int p = 0; p < 2; p++)
+      for (int g = 0; g < panels_w; g++) {
+        int64_t jg = j0 + g * NR, at = row0 * rows + jg;
+        int nr = rows - jg < NR ? (int)(rows - jg) : NR;
+        const float *bias = part[p]->bias ? part[p]->bias + jg : NULL;
+        micro_kernel(part[p]->y + at, rows, a, w_scratch + (size_t)(p * panels_w + g) * (size_t)kc * NR,
+                     kc, mr, nr, bias, c0 == 0, more && p == 0 && g == 0 ? next : NULL,
+                     p == 1 && last ? gate->y + at : NULL);
+      }
+    if (more) memcpy(a, next, sizeof a);
+  }
+}
+
+void md_gemm_f32_swiglu(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *gate, const md_gemm_f32_out *up, float *w_scratch) {
+  int64_t panels = (n + MR - 1) / MR, kc_max = block_cols(k);
+  md_gemm_items plan = md_gemm_items_plan(&gate->rows, 1, SWIGLU_COLS, panels,
+                                          ITEMS_PER_THREAD * (int64_t)threads);
+#pragma omp parallel num_threads(threads)
+  {
+    float *mine = w_scratch + (size_t)omp_get_thread_num() * md_gemm_f32_w_floats(k);
+    for (int64_t c0 = 0; c0 < k; c0 += kc_max) {
+      int64_t kc = k - c0 < kc_max ? k - c0 : kc_max;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t item = 0; item < plan.count; item++) {
+        md_gemm_item it = md_gemm_items_at(&plan, item);
+        swiglu_item(gate, up, x, n, k, c0, kc, it.col0, it.panel0, it.panel1, mine);
+      }
+    }
   }
 }
 
@@ -291,6 +386,10 @@ void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, 
 #else /* not x86-64: never called (the avx2 path does not exist there) */
 
 size_t md_gemm_f32_w_floats(int64_t k) { return (size_t)k; }
+void md_gemm_f32_swiglu(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *gate, const md_gemm_f32_out *up, float *w_scratch) {
+  (void)threads, (void)x, (void)n, (void)k, (void)gate, (void)up, (void)w_scratch;
+}
 void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *w_scratch) {
   (void)isa, (void)threads, (void)x, (void)n, (void)k, (void)outs, (void)count, (void)w_scratch;

@@ -43,6 +43,17 @@ typedef struct md_gemm_f32_out {
 void md_gemm_f32_shared(md_cpu_isa isa, int threads, const float *x, int64_t n, int64_t k,
                         const md_gemm_f32_out *outs, int count, float *w_scratch);
 
+/* The MLP's gate and up products of one x, fused with SwiGLU, on the AVX2
+ * micro-kernel: gate->y = silu(x W_gate^T + bias) * (x W_up^T + bias), the
+ * bits of md_gemm_f32_shared on {gate, up} followed by md_cpu_silu_mul on
+ * the avx2 path (the same sums; the same vector silu, vexp.h), without
+ * storing the up product or reading both back. up->y is scratch: it holds
+ * the up product's partial sums when K is blocked (above 1,024 columns)
+ * and is undefined after. gate and up have the same rows (and dtype
+ * need not match); n >= 1, k >= 1. */
+void md_gemm_f32_swiglu(int threads, const float *x, int64_t n, int64_t k,
+                        const md_gemm_f32_out *gate, const md_gemm_f32_out *up, float *w_scratch);
+
 /* One product: md_gemm_f32_shared with count 1. */
 void md_gemm_f32(md_cpu_isa isa, int threads, float *y, const float *x, const void *w,
                  md_dtype dtype, const float *bias, int64_t n, int64_t rows, int64_t k,

@@ -1,14 +1,13 @@
 /* Elementwise fp32 maths: softmax, SiLU and a running sum (the AVX-512 versions are in
- * avx512.c). The AVX2 exp is the Cephes
- * single-precision algorithm (S. L. Moshier, Cephes Math Library, expf.c):
- * exp(x) = 2^n * exp(r), n = round(x / ln 2), r = x - n ln 2 split into two
- * parts for exactness, exp(r) by a degree-6 polynomial; within 2 ulp of
- * the correctly rounded value over the normal range, like the SLEEF exp that
- * torch uses on the CPU. The portable path calls libm's expf. */
+ * avx512.c). The AVX2 exp (vexp.h) is the Cephes single-precision
+ * algorithm, within 2 ulp of the correctly rounded value over the normal
+ * range, like the SLEEF exp that torch uses on the CPU. The portable path
+ * calls libm's expf. */
 #include <math.h>
 
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/vexp.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define MD_HAVE_X86 1
@@ -19,34 +18,6 @@
 #endif
 
 #if MD_HAVE_X86
-MD_AVX2 static inline __m256 exp8(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
-  const __m256 lo = _mm256_set1_ps(-87.3365447504f); /* ln(FLT_MIN): below it, 0 */
-  /* n = x / ln 2 rounded to nearest by adding 1.5 * 2^23, whose float then
-   * holds n in its low mantissa bits: 2^n is those bits shifted into the
-   * exponent field (the constant's own bits shift out), plus the bias. */
-  const __m256 round = _mm256_set1_ps(12582912.0f);
-  __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  /* A NaN x passes through min and max (it is their second operand) and
-   * every step after: the result is NaN. */
-  __m256 v = _mm256_max_ps(lo, _mm256_min_ps(hi, x));
-  __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f), round);
-  __m256 n = _mm256_sub_ps(t, round);
-  v = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
-  v = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), v);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, v, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(v, v), v);
-  p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
-  __m256i e = _mm256_add_epi32(_mm256_slli_epi32(_mm256_castps_si256(t), 23),
-                               _mm256_set1_epi32(127 << 23));
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
-}
-
 MD_AVX2 static void softmax_avx2(float *x, int64_t n) {
   int64_t n8 = n & ~(int64_t)7, i;
   __m256 vmax = _mm256_set1_ps(-INFINITY);
@@ -58,7 +29,7 @@ MD_AVX2 static void softmax_avx2(float *x, int64_t n) {
 
   __m256 vsum = _mm256_setzero_ps(), shift = _mm256_set1_ps(max);
   for (i = 0; i < n8; i += 8) {
-    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    __m256 e = md_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
     _mm256_storeu_ps(x + i, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -76,14 +47,15 @@ MD_AVX2 static void softmax_avx2(float *x, int64_t n) {
 
 MD_AVX2 static void silu_mul_avx2(float *gate, const float *up, size_t n) {
   size_t i = 0;
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    __m256 g = _mm256_loadu_ps(gate + i);
-    __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(gate + i, md_silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i < n) { /* the last < 8 through the same vector code, so that every
+                  element has the same bits as in the GEMM's fused epilogue */
+    float g[8] = {0}, u[8] = {0}, out[8];
+    for (size_t j = 0; i + j < n; j++) g[j] = gate[i + j], u[j] = up[i + j];
+    _mm256_storeu_ps(out, md_silu_mul8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+    for (size_t j = 0; i + j < n; j++) gate[i + j] = out[j];
   }
-  for (; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 #endif
 

@@ -11,6 +11,8 @@
  *   matrix-vector products for decode rows; MEMDECAY_CPU_GEMM's choices
  *   (md_cpu_options.gemm): blas sends the avx2 path's products to sgemm
  *   (the portable path's bits), own is refused on the portable path;
+ * - the fused gate/up/SwiGLU (md_gemm_f32_swiglu, the back end's
+ *   matmul_swiglu) gives the bits of the plain pair followed by SiLU;
  * - on a CPU with AVX-512, the AVX-512 micro-kernel's bits are the AVX2
  *   one's for every shape above, and the avx512 path with gemm own sends
  *   its products there (tests/kernels/avx512_emulated checks that kernel
@@ -211,6 +213,50 @@ static void test_shared(void) {
   free(ws);
 }
 
+/* The fused gate/up/SwiGLU (md_gemm_f32_swiglu) against the plain pair
+ * followed by the avx2 path's SiLU: the same bits, gate's every output
+ * written, nothing past it; shapes with K in one block and in several (the
+ * up product's partial sums wait in up), outputs not a multiple of 16 (a
+ * narrow panel) and fewer than an item's 32, x's rows not a multiple of 6,
+ * biases or none, mixed dtypes, 1 and 3 threads. */
+static void test_swiglu(void) {
+  const int64_t shapes[][3] = {{1, 1, 1},     {7, 40, 33},   {13, 64, 896},
+                               {6, 70, 1025}, {29, 100, 2049}, {45, 17, 9}};
+  const md_dtype dtypes[][2] = {{MD_DTYPE_BF16, MD_DTYPE_BF16}, {MD_DTYPE_F32, MD_DTYPE_F16}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int d = 0; d < 2; d++) {
+      int64_t n = shapes[s][0], rows = shapes[s][1], k = shapes[s][2];
+      bool with_bias = d == 1;
+      product gate = product_new(n, rows, k, dtypes[d][0], with_bias);
+      product up = product_new(n, rows, k, dtypes[d][1], with_bias);
+      memcpy(up.x, gate.x, (size_t)(n * k) * sizeof(float));
+      int threads = s % 2 ? 3 : 1;
+      /* The plain pair, then SiLU. */
+      float *ws = checked_malloc((size_t)threads * md_gemm_f32_w_floats(k) * sizeof(float));
+      md_gemm_f32_out outs[2] = {
+          {.y = gate.y, .w = gate.w, .dtype = gate.dtype, .bias = gate.bias, .rows = rows},
+          {.y = up.y, .w = up.w, .dtype = up.dtype, .bias = up.bias, .rows = rows}};
+      md_gemm_f32_shared(MD_CPU_ISA_AVX2, threads, gate.x, n, k, outs, 2, ws);
+      md_cpu_silu_mul(MD_CPU_ISA_AVX2, gate.y, up.y, (size_t)(n * rows));
+      float *want = checked_malloc((size_t)(n * rows) * sizeof(float));
+      memcpy(want, gate.y, (size_t)(n * rows) * sizeof(float));
+      for (int64_t i = 0; i < n * rows + GUARD; i++) gate.y[i] = up.y[i] = NAN;
+      md_gemm_f32_swiglu(threads, gate.x, n, k, &outs[0], &outs[1], ws);
+      CHECK_MSG(memcmp(want, gate.y, (size_t)(n * rows) * sizeof(float)) == 0,
+                "swiglu n %lld rows %lld k %lld %s/%s bias %d: not the plain products' and SiLU's "
+                "bits", (long long)n, (long long)rows, (long long)k, md_dtype_name(dtypes[d][0]),
+                md_dtype_name(dtypes[d][1]), with_bias);
+      int64_t touched = 0;
+      for (int g = 0; g < GUARD; g++) touched += !isnan(gate.y[n * rows + g]) + !isnan(up.y[n * rows + g]);
+      CHECK_MSG(touched == 0, "swiglu n %lld rows %lld k %lld: %lld floats written past gate or up",
+                (long long)n, (long long)rows, (long long)k, (long long)touched);
+      free(want);
+      free(ws);
+      product_free(&gate);
+      product_free(&up);
+    }
+}
+
 /* ys[i] = x W_i^T (+ bias_i) through a back end's matmul_shared (count
  * products) or, count 0, one matmul of W_0. */
 static void backend_products(md_kernels *k, const md_tensor *const *tensors,
@@ -340,6 +386,65 @@ static void test_backend(void) {
   md_kernels_free(k_portable);
 }
 
+/* The back end's matmul_swiglu on every path this CPU runs, with our GEMM
+ * and with sgemm: the bits of its matmul_shared on {gate, up} followed by
+ * its swiglu, for a prompt (fused on the avx2 path with our GEMM) and a
+ * decode row. */
+static void test_backend_swiglu(void) {
+  const int64_t n = 19, cols = 1030, rows = 72;
+  product g = product_new(n, rows, cols, MD_DTYPE_BF16, false);
+  product u = product_new(n, rows, cols, MD_DTYPE_BF16, false);
+  md_tensor tg = {.name = "gate", .dtype = MD_DTYPE_BF16, .ndim = 2, .shape = {rows, cols},
+                  .data = g.w, .nbytes = (size_t)(rows * cols) * 2};
+  md_tensor tu = tg;
+  tu.name = "up", tu.data = u.w;
+  md_cpu_kernels paths[3];
+  int count = md_cpu_kernel_paths(paths);
+  float *want = checked_malloc((size_t)(n * rows) * sizeof(float));
+  float *got = checked_malloc((size_t)(n * rows) * sizeof(float));
+  for (int p = 0; p < count; p++)
+    for (int blas = 0; blas < 2; blas++) {
+      md_cpu_options o = {.threads = 2, .kernels = paths[p],
+                          .gemm = blas ? MD_CPU_GEMM_BLAS : MD_CPU_GEMM_AUTO};
+      md_kernels *k = NULL;
+      md_error err;
+      CHECK(md_kernels_cpu_new(&o, &k, &err) == MD_OK);
+      md_kweight *wg = NULL, *wu = NULL;
+      md_kbuf *x = NULL, *gate = NULL, *up = NULL;
+      CHECK(k->ops->weight_new(k, &tg, &wg, &err) == MD_OK);
+      CHECK(k->ops->weight_new(k, &tu, &wu, &err) == MD_OK);
+      CHECK(k->ops->buf_new(k, (size_t)(n * cols), &x, &err) == MD_OK);
+      CHECK(k->ops->buf_new(k, (size_t)(n * rows), &gate, &err) == MD_OK);
+      CHECK(k->ops->buf_new(k, (size_t)(n * rows), &up, &err) == MD_OK);
+      CHECK(k->ops->buf_write(k, x, 0, (size_t)(n * cols), g.x, &err) == MD_OK);
+      const int64_t row_counts[] = {n, 1}; /* the prompt, then a decode row */
+      for (int r = 0; r < 2; r++) {
+        int64_t rows_in = row_counts[r];
+        md_kbuf *ys[] = {gate, up};
+        const md_kweight *ws[] = {wg, wu};
+        k->ops->matmul_shared(k, ys, x, ws, NULL, 2, rows_in);
+        k->ops->swiglu(k, gate, up, (size_t)(rows_in * rows));
+        CHECK(k->ops->buf_read(k, gate, 0, (size_t)(rows_in * rows), want, &err) == MD_OK);
+        k->ops->buf_zero(k, gate, 0, (size_t)(n * rows));
+        k->ops->matmul_swiglu(k, gate, up, x, wg, wu, rows_in);
+        CHECK(k->ops->buf_read(k, gate, 0, (size_t)(rows_in * rows), got, &err) == MD_OK);
+        CHECK_MSG(memcmp(want, got, (size_t)(rows_in * rows) * sizeof(float)) == 0,
+                  "%s path, %s: matmul_swiglu on %lld rows is not matmul_shared and swiglu",
+                  md_kernels_cpu_isa(k), md_kernels_cpu_gemm(k), (long long)rows_in);
+      }
+      k->ops->buf_free(k, x);
+      k->ops->buf_free(k, gate);
+      k->ops->buf_free(k, up);
+      k->ops->weight_free(k, wg);
+      k->ops->weight_free(k, wu);
+      md_kernels_free(k);
+    }
+  free(want);
+  free(got);
+  product_free(&g);
+  product_free(&u);
+}
+
 /* MEMDECAY_CPU_GEMM's choices (md_cpu_options.gemm): the names, who each
  * path multiplies with by default, blas on the avx2 path (sgemm: the
  * portable path's bits, shared or not), own refused on the portable path,
@@ -439,7 +544,9 @@ int main(void) {
   test_sums();
   test_threads();
   test_shared();
+  test_swiglu();
   test_backend();
+  test_backend_swiglu();
   test_gemm_choice();
   return md_test_finish("test_gemm_f32");
 }
