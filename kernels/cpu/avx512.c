@@ -47,6 +47,22 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
   return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
 }
 
+/* Software prefetch of the 16-bit weights' streams, MATVEC_PREFETCH_BYTES
+ * ahead in each: on an Intel Xeon with AVX-512 (2 cores) the bf16 rows of
+ * Qwen2.5-0.5B's decode streamed at 26.4 GB/s against 29.5 for the f32
+ * ones, the four streams of 1,792-byte rows too short for the hardware
+ * prefetchers to run ahead of; 256 bytes ahead gave 27.3, 512 27.6, 1,024
+ * 30.2 and 2,048 29.5 GB/s (each the mean of 28 passes over all 24 layers
+ * and the tied head, 989 MB, alternating builds). A prefetch never faults,
+ * so reading past the last row is harmless. f32 rows run at the same rate
+ * with it or without, and go without. */
+#define MATVEC_PREFETCH_BYTES 1024
+#define MATVEC_PREFETCH(TYPE, p)                                                             \
+  do {                                                                                       \
+    if (sizeof(TYPE) == 2)                                                                   \
+      _mm_prefetch((const char *)(p) + MATVEC_PREFETCH_BYTES, _MM_HINT_T0);                  \
+  } while (0)
+
 /* Four rows per step, one from each quarter of [r0, r1) (four long
  * sequential streams, see matvec.c), 32 columns at a time in eight
  * independent FMA chains, then one step of 16 and one masked step for the
@@ -73,6 +89,10 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
       __m512 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                             \
       int64_t c = 0;                                                                         \
       for (; c < c32; c += 32) {                                                             \
+        MATVEC_PREFETCH(TYPE, w0 + c);                                                       \
+        MATVEC_PREFETCH(TYPE, w1 + c);                                                       \
+        MATVEC_PREFETCH(TYPE, w2 + c);                                                       \
+        MATVEC_PREFETCH(TYPE, w3 + c);                                                       \
         __m512 xl = _mm512_loadu_ps(x + c), xh = _mm512_loadu_ps(x + c + 16);                \
         a0 = _mm512_fmadd_ps(LOAD(w0 + c), xl, a0);                                          \
         b0 = _mm512_fmadd_ps(LOAD(w0 + c + 16), xh, b0);                                     \
