@@ -620,12 +620,18 @@ MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t 
 
 /* acc (12 x 32) = sum over kc columns of x's 12 rows (a[i], read in place)
  * times b (one packed W panel); then y rows [0, mr), outputs [0, nr):
- * y = (first ? bias or 0 : y) + acc. next, if not NULL: the next panel's
- * rows, whose lines are prefetched as the columns go by. The accumulators
- * are named variables (GCC keeps an array of them in memory). */
+ * y = (first ? bias or 0 : y) + acc. The accumulators are named variables
+ * (GCC keeps an array of them in memory).
+ *
+ * Unlike the AVX2 item, the next x panel's lines are not prefetched during
+ * the first W panel's run: on an Intel Xeon with AVX-512 (2 cores; 1,700 x
+ * 896 x 4,864, 4,864 x 896 and 896 x 896 products, F32 weights from
+ * memory) the prefetches took the products from 290-300 to 316-333
+ * GFLOP/s without them (to 290-301 as prefetches to L2), level with
+ * OpenBLAS's SkylakeX sgemm (301-323) on the same shapes, alternating. */
 MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *const *a,
                                         const float *b, int64_t kc, int mr, int nr,
-                                        const float *bias, bool first, const float *const *next) {
+                                        const float *bias, bool first) {
 #define MD_ACC(i) __m512 c##i##_0 = _mm512_setzero_ps(), c##i##_1 = _mm512_setzero_ps()
   MD_ACC(0); MD_ACC(1); MD_ACC(2); MD_ACC(3); MD_ACC(4); MD_ACC(5);
   MD_ACC(6); MD_ACC(7); MD_ACC(8); MD_ACC(9); MD_ACC(10); MD_ACC(11);
@@ -637,8 +643,6 @@ MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *cons
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
   const float *a6 = a[6], *a7 = a[7], *a8 = a[8], *a9 = a[9], *a10 = a[10], *a11 = a[11];
   for (int64_t p = 0; p < kc; p++) {
-    if (next && p % 16 == 0)
-      for (int i = 0; i < GEMM_MR; i++) _mm_prefetch((const char *)(next[i] + p), _MM_HINT_T0);
     __m512 b0 = _mm512_loadu_ps(b + p * GEMM_NR), b1 = _mm512_loadu_ps(b + p * GEMM_NR + 16), ai;
 #define MD_ROW(i)                              \
   ai = _mm512_set1_ps(a##i[p]);                \
@@ -685,22 +689,18 @@ MD_AVX512 void md_avx512_gemm_f32_item(const md_avx512_gemm_item *it) {
   for (int g = 0; g < panels_w; g++)
     gemm_pack_w(it->w_scratch + (size_t)g * (size_t)kc * GEMM_NR, it->w, it->dtype, rows, it->k,
                 it->j0 + g * GEMM_NR, it->c0, kc);
-  const float *a[GEMM_MR], *next[GEMM_MR];
-  gemm_panel_rows(a, it->x, it->n, it->k, it->panel0 * GEMM_MR, it->c0);
+  const float *a[GEMM_MR];
   for (int64_t panel = it->panel0; panel < it->panel1; panel++) {
     int64_t row0 = panel * GEMM_MR;
     int mr = it->n - row0 < GEMM_MR ? (int)(it->n - row0) : GEMM_MR;
-    bool more = panel + 1 < it->panel1;
-    if (more) gemm_panel_rows(next, it->x, it->n, it->k, row0 + GEMM_MR, it->c0);
+    gemm_panel_rows(a, it->x, it->n, it->k, row0, it->c0);
     for (int g = 0; g < panels_w; g++) {
       int64_t jg = it->j0 + g * GEMM_NR;
       int nr = rows - jg < GEMM_NR ? (int)(rows - jg) : GEMM_NR;
       gemm_micro_kernel(it->y + row0 * rows + jg, rows, a,
                         it->w_scratch + (size_t)g * (size_t)kc * GEMM_NR, kc, mr, nr,
-                        it->bias ? it->bias + jg : NULL, it->c0 == 0, more && g == 0 ? next : NULL);
+                        it->bias ? it->bias + jg : NULL, it->c0 == 0);
     }
-    if (more)
-      for (int i = 0; i < GEMM_MR; i++) a[i] = next[i]; /* no memcpy: freestanding */
   }
 }
 #else
