@@ -250,13 +250,22 @@ MD_AVX512_INLINE __m512 sum_lanes16(const __m512 a[16]) {
 }
 
 /* Sixteen keys at a time: per head, one FMA chain per key over the head
- * dimension, then one butterfly into the 16 scores. */
+ * dimension, then one butterfly into the 16 scores. The next 16 keys are
+ * prefetched as each 16 begin, as values_rows prefetches its rows: the
+ * cache is read from memory (the weights of the step before evicted it),
+ * one sequential stream per thread, which the hardware prefetchers alone
+ * kept at 8.4-9.0 GB/s on one core of an Intel Xeon with AVX-512 (7 heads
+ * of 64 over 4,096 keys, 200 caches in turn); with the prefetches 10.6
+ * (scores; 32 keys ahead 10.2, 128 9.6) and 11.1 (values; into L2 64 rows
+ * ahead; into L1 16-64 rows ahead 10.1). */
 MD_AVX512 void md_avx512_decode_scores(float *scores, int64_t ld, const float *q, int group,
                                        const float *keys, int64_t len, int hd, float scale) {
   const __m512 vscale = _mm512_set1_ps(scale);
   int64_t k = 0;
   for (; k + 16 <= len; k += 16) {
     const float *kb = keys + k * hd;
+    for (int64_t line = 0; line < 16 * (int64_t)hd; line += 16) /* the next 16 keys */
+      _mm_prefetch((const char *)(kb + 16 * hd + line), _MM_HINT_T0);
     for (int h = 0; h < group; h++) {
       const float *qh = q + (int64_t)h * hd;
       __m512 a[16];
@@ -339,6 +348,9 @@ MD_AVX512_INLINE void values_rows(float *out, const float *p, int64_t ld, int g,
   }
   for (int64_t k = 0; k < len; k++) {
     const float *v = values + k * nv * 16;
+    MD_UNROLL
+    for (int c = 0; c < nv; c++) /* into L2, 64 rows ahead */
+      _mm_prefetch((const char *)(v + 64 * nv * 16 + c * 16), _MM_HINT_T1);
     __m512 w[6];
     MD_UNROLL
     for (int j = 0; j < g; j++) w[j] = _mm512_set1_ps(p[j * ld + k]);

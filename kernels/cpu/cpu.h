@@ -28,8 +28,9 @@ typedef enum md_cpu_kernels {
 typedef enum md_cpu_gemm {
   MD_CPU_GEMM_AUTO = 0, /* ours on the avx2 path (measured faster there: 1.00-1.04x
                            sgemm alone, more in groups of one x); OpenBLAS on
-                           the avx512 path (ours not yet measured on an
-                           AVX-512 CPU) and the portable one */
+                           the avx512 path (ours level with its SkylakeX
+                           kernels on an Intel Xeon, not faster; bench/README.md)
+                           and the portable one */
   MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
 } md_cpu_gemm;
