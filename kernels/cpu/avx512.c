@@ -47,20 +47,12 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
   return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
 }
 
-/* Software prefetch of the 16-bit weights' streams, MATVEC_PREFETCH_BYTES
- * ahead in each: on an Intel Xeon with AVX-512 (2 cores) the bf16 rows of
- * Qwen2.5-0.5B's decode streamed at 26.4 GB/s against 29.5 for the f32
- * ones, the four streams of 1,792-byte rows too short for the hardware
- * prefetchers to run ahead of; 256 bytes ahead gave 27.3, 512 27.6, 1,024
- * 30.2 and 2,048 29.5 GB/s (each the mean of 28 passes over all 24 layers
- * and the tied head, 989 MB, alternating builds). A prefetch never faults,
- * so reading past the last row is harmless. f32 rows run at the same rate
- * with it or without, and go without. */
-#define MATVEC_PREFETCH_BYTES 1024
+/* The 16-bit weights' streams prefetched MD_MATVEC_PREFETCH_BYTES ahead
+ * (avx512.h says why and how far), one line per step of 32 columns. */
 #define MATVEC_PREFETCH(TYPE, p)                                                             \
   do {                                                                                       \
     if (sizeof(TYPE) == 2)                                                                   \
-      _mm_prefetch((const char *)(p) + MATVEC_PREFETCH_BYTES, _MM_HINT_T0);                  \
+      _mm_prefetch((const char *)(p) + MD_MATVEC_PREFETCH_BYTES, _MM_HINT_T0);               \
   } while (0)
 
 /* Four rows per step, one from each quarter of [r0, r1) (four long
@@ -638,9 +630,9 @@ MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t 
  * Unlike the AVX2 item, the next x panel's lines are not prefetched during
  * the first W panel's run: on an Intel Xeon with AVX-512 (2 cores; 1,700 x
  * 896 x 4,864, 4,864 x 896 and 896 x 896 products, F32 weights from
- * memory) the prefetches took the products from 290-300 to 316-333
- * GFLOP/s without them (to 290-301 as prefetches to L2), level with
- * OpenBLAS's SkylakeX sgemm (301-323) on the same shapes, alternating. */
+ * memory) the products ran at 290-300 GFLOP/s with those prefetches (290-301
+ * with them into L2) and at 316-333 without, level with OpenBLAS's SkylakeX
+ * sgemm (301-323) on the same shapes, alternating. */
 MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *const *a,
                                         const float *b, int64_t kc, int mr, int nr,
                                         const float *bias, bool first) {

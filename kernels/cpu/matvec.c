@@ -121,20 +121,13 @@ MD_AVX2 static inline float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-/* The 16-bit weights' four streams prefetched MATVEC_PREFETCH_BYTES ahead,
- * once per 64-byte line (every other step of 16 columns): the rows of a
- * bf16 matrix are too short for the hardware prefetchers to run far enough
- * ahead. On an Intel Xeon with AVX-512 (2 cores), this path's bf16 rows of
- * Qwen2.5-0.5B's decode streamed at 26.1 GB/s without, 28.7 / 30.5 / 31.2
- * with 512 / 1,024 / 2,048 bytes (the means of 28 passes over all its
- * matrices, 989 MB, alternating builds); avx512.c's kernels take the same
- * distance. f32 rows stream at the limit without it. A prefetch never
- * faults, so reading ahead of the last row is harmless. */
-#define MATVEC_PREFETCH_BYTES 1024
+/* The 16-bit weights' four streams prefetched MD_MATVEC_PREFETCH_BYTES
+ * ahead (avx512.h says why and how far), once per 64-byte line: every
+ * other step of 16 columns. */
 #define MATVEC_PREFETCH(TYPE, p, c)                                                     \
   do {                                                                                  \
     if (sizeof(TYPE) == 2 && ((c) & 31) == 0)                                           \
-      _mm_prefetch((const char *)((p) + (c)) + MATVEC_PREFETCH_BYTES, _MM_HINT_T0);     \
+      _mm_prefetch((const char *)((p) + (c)) + MD_MATVEC_PREFETCH_BYTES, _MM_HINT_T0);  \
   } while (0)
 
 /* Four rows per step, one from each quarter of [r0, r1) (see the portable
