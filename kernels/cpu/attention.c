@@ -203,7 +203,7 @@ static void tile_scratch_free(tile_scratch *ts) {
 }
 
 static bool tile_scratch_new(tile_scratch *ts, size_t floats, size_t rows, bool own) {
-  *ts = (tile_scratch){.floats = malloc(floats * sizeof(float))};
+  *ts = (tile_scratch){.floats = md_cpu_alloc(floats * sizeof(float))};
   if (own) {
     ts->q_rows = malloc(rows * sizeof *ts->q_rows);
     ts->out_rows = malloc(rows * sizeof *ts->out_rows);
@@ -226,11 +226,11 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   size_t scratch_floats = (size_t)(group * tile) *
                           (own ? (size_t)md_cpu_prefill_ld((int64_t)n_keys) : (size_t)(2 * hd) + n_keys);
   size_t packed_floats = (size_t)md_cpu_packed_keys_floats((int64_t)n_keys, hd);
-  float *packed = own ? malloc((size_t)s->n_kv_heads * packed_floats * sizeof(float)) : NULL;
+  float *packed = own ? md_cpu_alloc((size_t)s->n_kv_heads * packed_floats * sizeof(float)) : NULL;
   bool bf16 = own && a->bf16_values;
   size_t value_words = bf16 ? md_bf16_packed_values_words((int64_t)n_keys, hd) : 0;
   uint32_t *packed_values =
-      bf16 ? malloc((size_t)s->n_kv_heads * value_words * sizeof(uint32_t)) : NULL;
+      bf16 ? md_cpu_alloc((size_t)s->n_kv_heads * value_words * sizeof(uint32_t)) : NULL;
   float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;
   if ((own && !packed) || (bf16 && !packed_values) || (a->capture && !colsums)) {
     free(packed);

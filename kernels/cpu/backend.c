@@ -24,8 +24,9 @@
 #define MD_GEMM_MIN_ROWS 4
 
 struct md_kbuf {
-  float *data;
+  float *data; /* the first MD_CPU_ALIGN boundary in block */
   size_t n;
+  void *block; /* calloc'd: n floats and the alignment's slack */
 };
 
 struct md_kweight {
@@ -61,16 +62,27 @@ static void defer(cpu_kernels *c, md_status status) {
 
 /* ---- memory ---------------------------------------------------------------- */
 
+void *md_cpu_alloc(size_t bytes) {
+  void *p = NULL;
+  return posix_memalign(&p, MD_CPU_ALIGN, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
 static md_status cpu_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *err) {
   (void)k;
   md_kbuf *buf = calloc(1, sizeof *buf);
-  float *data = calloc(n ? n : 1, sizeof(float)); /* lazily zeroed pages: RSS grows with use */
-  if (!buf || !data) {
+  /* calloc, not md_cpu_alloc and a memset: its pages are zeroed lazily, so
+   * RSS grows with use (a cache sized for 32k positions costs what it
+   * holds); the data starts at the block's first cache line boundary. */
+  void *block = n <= (SIZE_MAX - MD_CPU_ALIGN) / sizeof(float)
+                    ? calloc(1, (n ? n : 1) * sizeof(float) + MD_CPU_ALIGN)
+                    : NULL;
+  if (!buf || !block) {
     free(buf);
-    free(data);
+    free(block);
     return md_fail(err, MD_E_NOMEM, "cpu kernels: cannot allocate a buffer of %zu floats", n);
   }
-  buf->data = data;
+  buf->block = block;
+  buf->data = (float *)(((uintptr_t)block + MD_CPU_ALIGN - 1) & ~(uintptr_t)(MD_CPU_ALIGN - 1));
   buf->n = n;
   *out = buf;
   return MD_OK;
@@ -79,7 +91,7 @@ static md_status cpu_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *e
 static void cpu_buf_free(md_kernels *k, md_kbuf *buf) {
   (void)k;
   if (!buf) return;
-  free(buf->data);
+  free(buf->block);
   free(buf);
 }
 
@@ -357,7 +369,7 @@ static void gemm(cpu_kernels *c, float *y, const float *x, const md_kweight *w,
 static void *grow(void *buf, size_t *have, size_t n, size_t size) {
   if (*have >= n) return buf;
   free(buf);
-  buf = malloc(n * size);
+  buf = md_cpu_alloc(n * size);
   *have = buf ? n : 0;
   return buf;
 }
@@ -595,7 +607,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
                    "with the avx2 or avx512 kernels, not the portable ones");
   threads = threads > 0 ? threads : omp_get_num_procs();
   cpu_kernels *c = calloc(1, sizeof *c);
-  float *scratch = malloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
+  float *scratch = md_cpu_alloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
   if (!c || !scratch) {
     free(c);
     free(scratch);
