@@ -32,7 +32,8 @@
  *     causal triangle is not computed twice.
  * Each output is one FMA chain in a fixed order (over head_dim, or over the
  * keys), independent of threads and tiling. The AVX-512 versions (6 rows x
- * 32 columns) are in avx512.c; the portable path keeps sgemm. */
+ * 64 columns in 24 registers) are in avx512.c; the portable path keeps
+ * sgemm. */
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu_internal.h"
 

@@ -225,8 +225,10 @@ static void test_decode_products(md_cpu_isa isa) {
 
 /* Prefill attention's products for a tile of rows of one KV head: row
  * counts around the 6-row blocks (and 448, Qwen2.5-0.5B's 7 heads x 64
- * positions), head dimensions 16, 64 and 128 (and 24, which has no kernel),
- * key counts around the 16-key panels, each row its own visible keys in
+ * positions), head dimensions 16, 48, 64 and 128 (every mix of the AVX-512
+ * values kernel's 64-, 32- and 16-column passes; 24 has no kernel), key
+ * counts around the 16-key panels and the 64-key steps of the AVX-512
+ * scores kernel (40: a last step of 3 panels, 49: of 1), each row its own visible keys in
  * the causal pattern of stacked heads (runs of increasing positions) or at
  * random; rows given as pointers in any order. Scores and outputs within
  * 1e-5 of sum |terms|; nothing written outside the contract: a score row
@@ -234,8 +236,8 @@ static void test_decode_products(md_cpu_isa isa) {
  * beyond head_dim, or anything on a path without the kernels. */
 static void test_prefill_products(md_cpu_isa isa) {
   const int64_t row_counts[] = {1, 5, 6, 7, 13, 448};
-  const int dims[] = {16, 24, 64, 128};
-  const int64_t key_counts[] = {1, 15, 16, 17, 100, 300};
+  const int dims[] = {16, 24, 48, 64, 128};
+  const int64_t key_counts[] = {1, 15, 16, 17, 40, 49, 64, 100, 300};
   int ran = 0;
   for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
