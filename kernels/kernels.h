@@ -5,10 +5,13 @@
  * Memory. Activations live in opaque buffers (md_kbuf) owned by the back end:
  * plain float arrays on the CPU, device memory on a GPU. The model code never
  * dereferences them; it reads results back with buf_read. Weights are
- * prepared once with weight_new (md_kweight): the CPU back end keeps a view
- * of the memory-mapped tensor in its file dtype (F32, F16 or BF16); the
- * CUDA back end uploads it to device memory (2-D weights in that dtype,
- * 1-D ones converted to F32). All activations are float32, row-major.
+ * prepared once with weight_new (md_kweight), which copies them: the CPU
+ * back end 2-D weights in their file dtype (F32, F16 or BF16) into its own
+ * memory (kernels/cpu/backend.c says why; the copies of one tensor are
+ * shared, and a memory-mapped tensor's pages are dropped as it is copied),
+ * the CUDA back end to device memory (2-D weights in that dtype); both
+ * convert 1-D ones to F32. The tensor's memory is not read after
+ * weight_new returns. All activations are float32, row-major.
  *
  * Shapes. A "row" is one token. A matrix of n rows and d columns is n*d
  * consecutive floats. Weight matrices are [out, in] row-major as in the

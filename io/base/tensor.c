@@ -1,6 +1,17 @@
 #include "io/base/tensor.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+void md_tensor_drop_pages(const md_tensor *t) {
+  if (!t || !t->mapped || !t->data || t->nbytes == 0) return;
+  long page_size = sysconf(_SC_PAGESIZE);
+  if (page_size <= 0) return;
+  uintptr_t page = (uintptr_t)page_size, start = (uintptr_t)t->data, end = start + t->nbytes;
+  uintptr_t first = (start + page - 1) / page * page, last = end / page * page;
+  if (last > first) (void)madvise((void *)first, last - first, MADV_DONTNEED);
+}
 
 size_t md_dtype_size(md_dtype dtype) {
   switch (dtype) {

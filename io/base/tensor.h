@@ -1,8 +1,10 @@
 /* A named, typed, read-only view of an n-dimensional array, as stored in a
- * safetensors file (row-major). The data usually points into an mmap. */
+ * safetensors file (row-major). The data usually points into an mmap
+ * (`mapped`). */
 #ifndef MD_IO_BASE_TENSOR_H
 #define MD_IO_BASE_TENSOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,9 +23,18 @@ typedef struct md_tensor {
   int64_t shape[MD_TENSOR_MAX_DIMS];   /* weights are [out, in] */
   const void *data;                    /* ndim product * md_dtype_size(dtype) bytes */
   size_t nbytes;
+  bool mapped;                         /* data lies in a read-only private file mapping */
 } md_tensor;
 
 size_t md_dtype_size(md_dtype dtype);
+
+/* For a consumer that has copied the tensor and will not read `data`
+ * again: a mapped tensor's whole pages leave this process's resident set
+ * (madvise MADV_DONTNEED; the mapping stays valid and a later read faults
+ * them back in from the file, so this is only a hint); anything else is
+ * left alone (heap memory would be zeroed). Pages the tensor shares with
+ * its neighbours stay. */
+void md_tensor_drop_pages(const md_tensor *t);
 const char *md_dtype_name(md_dtype dtype); /* "F32", "F16", "BF16" as in safetensors */
 
 /* bf16 -> f32 is exact: the bf16 bits are the high half of the f32. */

@@ -292,6 +292,7 @@ static md_status bind_data(md_safetensors *file, md_error *err) {
     st_entry *entry = &file->entries[i];
     const unsigned char *bytes = file->map + file->data_start + entry->begin;
     entry->tensor.data = bytes;
+    entry->tensor.mapped = true;
     if (!entry->supported || entry->tensor.nbytes == 0) continue;
     if ((uintptr_t)bytes % entry->element_size == 0) continue;
     entry->aligned_copy = malloc(entry->tensor.nbytes);
@@ -300,6 +301,7 @@ static md_status bind_data(md_safetensors *file, md_error *err) {
                      file->path, entry->name);
     memcpy(entry->aligned_copy, bytes, entry->tensor.nbytes);
     entry->tensor.data = entry->aligned_copy;
+    entry->tensor.mapped = false;
     file->realigned_bytes += entry->tensor.nbytes;
   }
   return MD_OK;

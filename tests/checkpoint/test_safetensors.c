@@ -377,6 +377,64 @@ static void test_reference_files(void) {
   json_decref(reference);
 }
 
+/* Tensors in the mapping say so (md_tensor.mapped), copied ones do not;
+ * md_tensor_drop_pages leaves every byte readable as it was: a mapped
+ * tensor's pages come back from the file, heap memory is not touched (its
+ * pages would read back as zeros). */
+static void test_drop_pages(void) {
+  enum { ROWS = 5, COLS = 3000 }; /* 60,000 bytes: whole pages inside */
+  float *values = malloc((size_t)ROWS * COLS * sizeof(float));
+  if (!values) {
+    CHECK(values != NULL);
+    return;
+  }
+  for (int i = 0; i < ROWS * COLS; i++) values[i] = (float)i * 0.5f - 7.0f;
+  char header[128], path[512];
+  snprintf(header, sizeof header, "{\"w\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]}}",
+           ROWS, COLS, (size_t)ROWS * COLS * sizeof(float));
+  temp_path(path, sizeof path, "pages.safetensors");
+  write_file(path, header, values, (size_t)ROWS * COLS * sizeof(float), true);
+  md_safetensors *file = open_ok(path);
+  const md_tensor *w = NULL;
+  md_error err = {0};
+  if (file && md_safetensors_get(file, "w", &w, &err) == MD_OK) {
+    CHECK(w->mapped && md_safetensors_realigned_bytes(file) == 0);
+    CHECK(memcmp(w->data, values, w->nbytes) == 0);
+    md_tensor_drop_pages(w);
+    CHECK_MSG(memcmp(w->data, values, w->nbytes) == 0, "a mapped tensor reads back from its file");
+    md_tensor_drop_pages(w);
+    CHECK(memcmp(w->data, values, w->nbytes) == 0);
+  } else {
+    CHECK(w != NULL);
+  }
+  md_safetensors_close(file);
+  /* A header of odd length: the tensor is realigned into the heap and not
+   * mapped. */
+  if (strlen(header) % 2 == 0) strcat(header, " ");
+  write_file(path, header, values, (size_t)ROWS * COLS * sizeof(float), false);
+  file = open_ok(path);
+  w = NULL;
+  if (file && md_safetensors_get(file, "w", &w, &err) == MD_OK) {
+    CHECK(!w->mapped && md_safetensors_realigned_bytes(file) == w->nbytes);
+    md_tensor_drop_pages(w);
+    CHECK_MSG(memcmp(w->data, values, w->nbytes) == 0, "a heap tensor is left alone");
+  } else {
+    CHECK(w != NULL);
+  }
+  md_safetensors_close(file);
+  /* A tensor made by hand is heap memory unless it says otherwise. */
+  float *heap = malloc((size_t)ROWS * COLS * sizeof(float));
+  if (heap) {
+    memcpy(heap, values, (size_t)ROWS * COLS * sizeof(float));
+    md_tensor t = {.name = "heap", .dtype = MD_DTYPE_F32, .ndim = 2, .shape = {ROWS, COLS},
+                   .data = heap, .nbytes = (size_t)ROWS * COLS * sizeof(float)};
+    md_tensor_drop_pages(&t);
+    CHECK(memcmp(heap, values, t.nbytes) == 0);
+    free(heap);
+  }
+  free(values);
+}
+
 int main(void) {
   if (!mkdtemp(temp_dir)) {
     perror("mkdtemp");
@@ -390,6 +448,7 @@ int main(void) {
   test_bad_entries();
   test_bad_layout();
   test_reference_files();
+  test_drop_pages();
   char command[600];
   snprintf(command, sizeof command, "rm -rf '%s'", temp_dir);
   CHECK(system(command) == 0);

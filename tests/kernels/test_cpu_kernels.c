@@ -772,6 +772,52 @@ static void test_decode_split(md_cpu_kernels path) {
   free(values);
 }
 
+/* weight_new copies a 2-D weight (kernels.h): the products and the
+ * embedding read the copy, not the tensor's memory, which may change or go
+ * after it returns; two weights of one tensor (a tied LM head and its
+ * embedding) share one copy, freed with the last of them in either order
+ * (ASan and LSan see a double free or a leak). */
+static void test_weights_are_copies(md_kernels *k) {
+  enum { ROWS = 37, COLS = 50 };
+  float *table = malloc((size_t)ROWS * COLS * sizeof(float)), x[COLS];
+  double want[ROWS];
+  for (int i = 0; i < ROWS * COLS; i++) table[i] = uniform(-1.0f, 1.0f);
+  for (int j = 0; j < COLS; j++) x[j] = uniform(-1.0f, 1.0f);
+  for (int r = 0; r < ROWS; r++) {
+    want[r] = 0.0;
+    for (int j = 0; j < COLS; j++) want[r] += (double)table[r * COLS + j] * x[j];
+  }
+  md_tensor t;
+  md_kweight *head = weight(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
+  md_kweight *embed = weight(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
+  float row7[COLS];
+  memcpy(row7, table + 7 * COLS, sizeof row7);
+  for (int i = 0; i < ROWS * COLS; i++) table[i] = NAN;
+  free(table);
+  md_kbuf *xb = upload(k, x, COLS), *yb = NULL, *eb = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, ROWS, &yb, &err) == MD_OK && k->ops->buf_new(k, COLS, &eb, &err) == MD_OK);
+  for (int pass = 0; pass < 2; pass++) {
+    k->ops->matmul(k, yb, xb, head, NULL, 1);
+    float *y = download(k, yb, ROWS);
+    for (int r = 0; r < ROWS; r++)
+      CHECK_MSG(fabs(y[r] - want[r]) <= 1e-5, "copied weight, pass %d, row %d: %g vs %g", pass, r, y[r], want[r]);
+    free(y);
+    int32_t token = 7;
+    k->ops->embed(k, eb, embed, &token, 1);
+    float *e = download(k, eb, COLS);
+    CHECK(memcmp(e, row7, sizeof row7) == 0);
+    free(e);
+    /* The second pass with the LM head's weight gone: the embedding's
+     * copy is the same memory and must stay. */
+    if (pass == 0) k->ops->weight_free(k, head), head = embed;
+  }
+  k->ops->weight_free(k, embed);
+  k->ops->buf_free(k, xb);
+  k->ops->buf_free(k, yb);
+  k->ops->buf_free(k, eb);
+}
+
 static void test_backend(md_cpu_kernels path) {
   md_cpu_options options = {.threads = 2, .kernels = path};
   md_kernels *k = NULL;
@@ -780,6 +826,7 @@ static void test_backend(md_cpu_kernels path) {
   if (path != MD_CPU_KERNELS_BEST) CHECK(strcmp(md_kernels_cpu_isa(k), md_cpu_isa_name(md_cpu_isa_of(path))) == 0);
   CHECK(strcmp(k->ops->name, "cpu") == 0);
   test_matmul(k);
+  test_weights_are_copies(k);
   test_elementwise(k);
   test_rope(k);
   test_attention(k, 1e-5);
