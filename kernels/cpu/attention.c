@@ -196,7 +196,7 @@ static void add_column_sums(const attn_task *a, float *colsums, int threads, siz
 }
 
 static void tile_scratch_free(tile_scratch *ts) {
-  free(ts->floats);
+  md_cpu_free(ts->floats);
   free(ts->q_rows);
   free(ts->out_rows);
   free(ts->visible);
@@ -233,8 +233,8 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
       bf16 ? md_cpu_alloc((size_t)s->n_kv_heads * value_words * sizeof(uint32_t)) : NULL;
   float *colsums = a->capture ? calloc((size_t)threads * n_keys, sizeof(float)) : NULL;
   if ((own && !packed) || (bf16 && !packed_values) || (a->capture && !colsums)) {
-    free(packed);
-    free(packed_values);
+    md_cpu_free(packed);
+    md_cpu_free(packed_values);
     free(colsums);
     return 1;
   }
@@ -270,8 +270,8 @@ static int prefill(const attn_task *a, int threads, int64_t n) {
   }
   if (colsums && !failed) add_column_sums(a, colsums, threads, n_keys);
   free(colsums);
-  free(packed);
-  free(packed_values);
+  md_cpu_free(packed);
+  md_cpu_free(packed_values);
   return failed;
 }
 

@@ -20,9 +20,10 @@
  * attention's scores product ran at 139-143 GFLOP/s per core from such a
  * block and at 169-176 from an aligned one (same keys, same kernel).
  * md_cpu_alloc: `bytes` (not zeroed) at a multiple of MD_CPU_ALIGN, freed
- * with free(); NULL when out of memory. */
+ * with md_cpu_free (not free); NULL when out of memory. */
 #define MD_CPU_ALIGN 64
 void *md_cpu_alloc(size_t bytes);
+void md_cpu_free(void *p);
 
 /* The kernel paths, in order: each needs what the one before it needs
  * (md_cpu_kernels of cpu.h names them for callers, one higher). */
