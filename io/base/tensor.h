@@ -27,6 +27,7 @@ typedef struct md_tensor {
 } md_tensor;
 
 size_t md_dtype_size(md_dtype dtype);
+const char *md_dtype_name(md_dtype dtype); /* "F32", "F16", "BF16" as in safetensors */
 
 /* For a consumer that has copied the tensor and will not read `data`
  * again: a mapped tensor's whole pages leave this process's resident set
@@ -35,7 +36,6 @@ size_t md_dtype_size(md_dtype dtype);
  * left alone (heap memory would be zeroed). Pages the tensor shares with
  * its neighbours stay. */
 void md_tensor_drop_pages(const md_tensor *t);
-const char *md_dtype_name(md_dtype dtype); /* "F32", "F16", "BF16" as in safetensors */
 
 /* bf16 -> f32 is exact: the bf16 bits are the high half of the f32. */
 static inline float md_bf16_to_f32(uint16_t bits) {

@@ -89,13 +89,18 @@ static void defer(cpu_kernels *c, md_status status) {
  * their own mappings and unmaps them on free (posix_memalign for the
  * prompt attention's per-call score tiles added 23-30 MB to the 0.5B
  * run's peak RSS). */
+/* The first MD_CPU_ALIGN boundary at or after p. */
+static void *line_boundary(const void *p) {
+  return (void *)(((uintptr_t)p + MD_CPU_ALIGN - 1) & ~(uintptr_t)(MD_CPU_ALIGN - 1));
+}
+
 void *md_cpu_alloc(size_t bytes) {
   if (bytes > SIZE_MAX - MD_CPU_ALIGN - sizeof(void *)) return NULL;
   char *block = malloc(bytes + MD_CPU_ALIGN + sizeof(void *));
   if (!block) return NULL;
-  uintptr_t at = ((uintptr_t)block + sizeof(void *) + MD_CPU_ALIGN - 1) & ~(uintptr_t)(MD_CPU_ALIGN - 1);
-  ((void **)at)[-1] = block;
-  return (void *)at;
+  void **at = line_boundary(block + sizeof(void *));
+  at[-1] = block;
+  return at;
 }
 
 void md_cpu_free(void *p) {
@@ -117,7 +122,7 @@ static md_status cpu_buf_new(md_kernels *k, size_t n, md_kbuf **out, md_error *e
     return md_fail(err, MD_E_NOMEM, "cpu kernels: cannot allocate a buffer of %zu floats", n);
   }
   buf->block = block;
-  buf->data = (float *)(((uintptr_t)block + MD_CPU_ALIGN - 1) & ~(uintptr_t)(MD_CPU_ALIGN - 1));
+  buf->data = line_boundary(block);
   buf->n = n;
   *out = buf;
   return MD_OK;
@@ -238,15 +243,15 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
   w->dtype = t->dtype;
   w->rows = t->ndim == 2 ? t->shape[0] : 1;
   w->cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
-  w->data = t->data;
   if (t->ndim == 2) {
-    if (w->rows < 0 || w->cols < 0 ||
-        (w->cols > 0 && (size_t)w->rows > SIZE_MAX / md_dtype_size(t->dtype) / (size_t)w->cols)) {
+    size_t esize = md_dtype_size(t->dtype); /* 0: not a dtype md_dtype names */
+    if (esize == 0 || w->rows < 0 || w->cols < 0 ||
+        (w->cols > 0 && (size_t)w->rows > SIZE_MAX / esize / (size_t)w->cols)) {
       free(w);
-      return md_fail(err, MD_E_INVALID, "cpu kernels: tensor '%s' has an impossible shape",
+      return md_fail(err, MD_E_INVALID, "cpu kernels: tensor '%s' has an impossible dtype or shape",
                      t->name ? t->name : "?");
     }
-    size_t nbytes = (size_t)w->rows * (size_t)w->cols * md_dtype_size(t->dtype);
+    size_t nbytes = (size_t)w->rows * (size_t)w->cols * esize;
     w->resident = resident_for(c, t, nbytes);
     if (!w->resident) {
       free(w);

@@ -488,6 +488,20 @@ static void test_elementwise(md_kernels *k) {
   md_kweight *bw = NULL;
   CHECK(k->ops->weight_new(k, &bad, &bw, &err) == MD_E_UNSUPPORTED);
   CHECK(strstr(err.message, "tensor 'three.d' has 3 dimensions") != NULL);
+  /* A 2-D weight is copied (kernels.h): a shape or dtype whose size cannot
+   * be a buffer is refused, not copied or divided by. md_dtype 3 is no
+   * dtype md_dtype names, yet a value the enum can hold (clang's UBSan
+   * checks loads of enum values out of its range). */
+  md_tensor negative = {.name = "negative", .dtype = MD_DTYPE_F32, .ndim = 2, .shape = {-2, 3}, .data = ties};
+  md_tensor huge = {.name = "huge", .dtype = MD_DTYPE_F32, .ndim = 2, .shape = {INT64_MAX / 2, 4}, .data = ties};
+  md_tensor no_dtype = {.name = "no.dtype", .dtype = (md_dtype)3, .ndim = 2, .shape = {1, 2}, .data = ties};
+  const md_tensor *refused[] = {&negative, &huge, &no_dtype};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    bw = NULL;
+    CHECK(k->ops->weight_new(k, refused[i], &bw, &err) == MD_E_INVALID && bw == NULL);
+    CHECK_MSG(strstr(err.message, refused[i]->name) && strstr(err.message, "impossible dtype or shape"),
+              "weight_new %s: %s", refused[i]->name, err.message);
+  }
   k->ops->buf_free(k, tb);
   k->ops->buf_free(k, ub);
   k->ops->buf_free(k, gb);
