@@ -20,10 +20,10 @@
 # (the prompt's products with vdpbf16ps, activations rounded to BF16, as
 # llama.cpp multiplies there), reported against llama.cpp and against the
 # BF16 dot-product peak beside the default float32 one. On a CPU whose
-# kernel path is avx512, where the prompt's float32 products default to
-# OpenBLAS, the prefill is also run with our own GEMM (MEMDECAY_CPU_GEMM=own,
-# its AVX-512 micro-kernel) and reported beside the default, so that one
-# run tells which to make the default there.
+# kernel path is avx512 the prefill is also run with the prompt GEMM that
+# is not the default there (MEMDECAY_CPU_GEMM=own, our AVX-512
+# micro-kernel, on an Intel CPU; =blas, OpenBLAS, on an AMD one) and
+# reported beside the default, so that one run tells which should be it.
 #
 # llama.cpp comes from a registry package: PyPI's llama-cpp-python sdist
 # (pinned, its sha256 checked against PyPI's) carries the llama.cpp tree in
@@ -170,11 +170,12 @@ while [ "$r" -le "$rounds" ]; do
     echo "round $r/$rounds, $d: ours ..." >&2
     "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
       --warmup --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
-    if grep -q '^isa avx512' "$out/ours-prefill-$d-$r.txt" &&
-      grep -q '^prompt_gemm blas' "$out/ours-prefill-$d-$r.txt"; then
-      echo "round $r/$rounds, $d: ours with MEMDECAY_CPU_GEMM=own ..." >&2
-      MEMDECAY_CPU_GEMM=own "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 \
-        --prefill-capture --warmup --threads "$threads" >"$out/ours-owngemm-$d-$r.txt"
+    if grep -q '^isa avx512' "$out/ours-prefill-$d-$r.txt"; then
+      other=own
+      grep -q '^prompt_gemm own' "$out/ours-prefill-$d-$r.txt" && other=blas
+      echo "round $r/$rounds, $d: ours with MEMDECAY_CPU_GEMM=$other ..." >&2
+      MEMDECAY_CPU_GEMM=$other "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 \
+        --prefill-capture --warmup --threads "$threads" >"$out/ours-othergemm-$d-$r.txt"
     fi
     if [ "$d" = bf16 ] && grep -q '^bf16_dot_peak_gflops' "$out/limits.txt"; then
       echo "round $r/$rounds, $d: ours with --bf16-gemm ..." >&2
@@ -249,12 +250,16 @@ for d in dtypes:
           f"prompt gemm {r0.get('prompt_gemm', '?')}")
     print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.3f} of the FMA peak "
           f"(target >= 0.6: {verdict(share >= 0.6)}); {ours * flops / 1e9 / float(lim['sgemm_gflops']):.2f} of sgemm")
-    own_runs = [keyvals(p) for p in sorted(glob.glob(f"{out}/ours-owngemm-{d}-*.txt"))]
-    if own_runs:
-        own = max(float(r["prompt_tokens"]) / float(r["prefill_s"]) for r in own_runs)
-        print(f"  prefill with our GEMM on the avx512 path (MEMDECAY_CPU_GEMM=own): ours {own:.1f} tok/s -> "
-              f"{own / llb:.3f}x llama.cpp (target >= 1.5: {verdict(own / llb >= 1.5)}); "
-              f"{own * flops / 1e9 / peak:.3f} of the FMA peak; {own / ours:.3f}x the default (OpenBLAS)")
+    other_runs = [keyvals(p) for p in sorted(glob.glob(f"{out}/ours-othergemm-{d}-*.txt"))]
+    if other_runs:
+        other = max(float(r["prompt_tokens"]) / float(r["prefill_s"]) for r in other_runs)
+        name = other_runs[0].get("prompt_gemm", "?").strip()
+        who = {"own": "our GEMM", "blas": "OpenBLAS"}
+        default = r0.get("prompt_gemm", "?").strip()
+        print(f"  prefill with {who.get(name, name)} on the avx512 path (MEMDECAY_CPU_GEMM={name}): "
+              f"ours {other:.1f} tok/s -> {other / llb:.3f}x llama.cpp (target >= 1.5: "
+              f"{verdict(other / llb >= 1.5)}); {other * flops / 1e9 / peak:.3f} of the FMA peak; "
+              f"{other / ours:.3f}x the default ({who.get(default, default)})")
     fast_runs = [keyvals(p) for p in sorted(glob.glob(f"{out}/ours-bf16gemm-{d}-*.txt"))]
     if fast_runs:
         fast = max(float(r["prompt_tokens"]) / float(r["prefill_s"]) for r in fast_runs)

@@ -501,8 +501,9 @@ static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
 }
 
 /* Whether a product goes to our float32 GEMM (gemm_f32.h): md_cpu_gemm
- * resolved (by default the avx2 path; the avx512 path keeps OpenBLAS until
- * ours is measured on such a CPU), a prompt; every weight dtype. On a
+ * resolved (by default the avx2 path and an AMD CPU's avx512 path; an
+ * Intel CPU's avx512 path keeps OpenBLAS, level with ours there), a
+ * prompt; every weight dtype. On a
  * Zen 3 with OpenBLAS's Zen core it runs F32 products at 1.00-1.04x
  * sgemm's rate alone and runs groups in one parallel region; F16/BF16
  * weights are widened as they are packed instead of into a tile first. */
@@ -540,10 +541,13 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
 }
 
 /* Whether a prompt's products of one x go to md_gemm_f32_shared together:
- * f32_product, at most MD_GEMM_F32_MAX_SHARED products of one width. */
+ * f32_product, at most MD_GEMM_F32_MAX_SHARED products of one width, none
+ * of them the BF16 GEMM's (with --bf16-gemm and our float32 GEMM both on,
+ * AMD's avx512 path, a group of BF16 and F32 weights goes matmul by
+ * matmul, so that each gets the bits it gets alone). */
 static bool f32_shared(const cpu_kernels *c, const md_kweight *const *ws, int count, int64_t n) {
   bool ok = f32_product(c, n) && count <= MD_GEMM_F32_MAX_SHARED;
-  for (int i = 0; ok && i < count; i++) ok = ws[i]->cols == ws[0]->cols;
+  for (int i = 0; ok && i < count; i++) ok = ws[i]->cols == ws[0]->cols && !bf16_product(c, ws[i], n);
   return ok;
 }
 
@@ -716,7 +720,10 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->isa = isa;
   c->gemm_scratch = scratch;
   c->bf16_gemm = bf16_gemm;
-  c->own_gemm = gemm == MD_CPU_GEMM_OWN || (gemm == MD_CPU_GEMM_AUTO && isa == MD_CPU_ISA_AVX2);
+  /* auto: ours where it measured faster than OpenBLAS's sgemm (cpu.h). */
+  bool own_faster = isa == MD_CPU_ISA_AVX2 ||
+                    (isa == MD_CPU_ISA_AVX512 && facts.vendor == MD_CPU_VENDOR_AMD);
+  c->own_gemm = gemm == MD_CPU_GEMM_OWN || (gemm == MD_CPU_GEMM_AUTO && own_faster);
   openblas_set_num_threads(c->threads);
   *k = &c->base;
   return MD_OK;

@@ -27,10 +27,12 @@ typedef enum md_cpu_kernels {
  * either way, and --bf16-gemm's BF16 products are its own. */
 typedef enum md_cpu_gemm {
   MD_CPU_GEMM_AUTO = 0, /* ours on the avx2 path (measured faster there: 1.00-1.04x
-                           sgemm alone, more in groups of one x); OpenBLAS on
-                           the avx512 path (ours level with its SkylakeX
-                           kernels on an Intel Xeon, not faster; bench/README.md)
-                           and the portable one */
+                           sgemm alone, more in groups of one x) and on the
+                           avx512 path of an AMD CPU (a Zen 5's prompt
+                           1.01-1.09x as fast as on OpenBLAS's Cooperlake
+                           kernels); OpenBLAS on an Intel CPU's avx512 path
+                           (ours 0.97-1.00x its SkylakeX kernels there;
+                           bench/README.md) and on the portable one */
   MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
 } md_cpu_gemm;

@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 
 #include "io/formats/npy.h"
+#include "kernels/cpu/cpu.h"
 #include "tests/test_util.h"
 
 #define ATTN_TOL 1e-5
@@ -177,12 +178,15 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
     const char *asked = getenv("MEMDECAY_CPU_KERNELS");
     if (asked && *asked && strcmp(asked, "best"))
       CHECK_MSG(!strcmp(kernels, asked), "blas.kernels '%s', MEMDECAY_CPU_KERNELS '%s'", kernels, asked);
-    /* Who multiplied the prompt: by default ours on the avx2 path only;
-     * MEMDECAY_CPU_GEMM=own or blas as asked. */
+    /* Who multiplied the prompt: by default ours on the avx2 path and on
+     * an AMD CPU's avx512 path, OpenBLAS elsewhere; MEMDECAY_CPU_GEMM=own
+     * or blas as asked. */
     const char *gemm = json_str(blas, "prompt_gemm"), *asked_gemm = getenv("MEMDECAY_CPU_GEMM");
+    bool amd = md_cpu_read_facts().vendor == MD_CPU_VENDOR_AMD;
+    bool own_default = !strcmp(kernels, "avx2") || (!strcmp(kernels, "avx512") && amd);
     const char *want_gemm = asked_gemm && (!strcmp(asked_gemm, "own") || !strcmp(asked_gemm, "blas"))
                                 ? asked_gemm
-                                : !strcmp(kernels, "avx2") ? "own" : "blas";
+                                : own_default ? "own" : "blas";
     CHECK_MSG(!strcmp(gemm, want_gemm), "blas.prompt_gemm '%s' on the %s path, want '%s'", gemm,
               kernels, want_gemm);
   }
