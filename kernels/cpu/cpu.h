@@ -31,7 +31,7 @@ typedef enum md_cpu_gemm {
                            avx512 path of an AMD CPU (a Zen 5's prompt
                            1.01-1.09x as fast as on OpenBLAS's Cooperlake
                            kernels); OpenBLAS on an Intel CPU's avx512 path
-                           (ours 0.97-1.00x its SkylakeX kernels there;
+                           (ours 0.84-1.00x its SkylakeX kernels there;
                            bench/README.md) and on the portable one */
   MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
