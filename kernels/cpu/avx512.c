@@ -47,19 +47,18 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
   return widen_bf16(_mm256_maskz_loadu_epi16(m, p));
 }
 
-/* The 16-bit weights' streams prefetched MD_MATVEC_PREFETCH_BYTES ahead
- * (avx512.h says why and how far), one line per step of 32 columns. */
-#define MATVEC_PREFETCH(TYPE, p)                                                             \
+/* The 16-bit weights' streams prefetched AHEAD bytes ahead (avx512.h says
+ * why and how far), one line per step of 32 columns. */
+#define MATVEC_PREFETCH(TYPE, p, AHEAD)                                                      \
   do {                                                                                       \
-    if (sizeof(TYPE) == 2)                                                                   \
-      _mm_prefetch((const char *)(p) + MD_MATVEC_PREFETCH_BYTES, _MM_HINT_T0);               \
+    if (sizeof(TYPE) == 2) _mm_prefetch((const char *)(p) + (AHEAD), _MM_HINT_T0);           \
   } while (0)
 
 /* Four rows per step, one from each quarter of [r0, r1) (four long
  * sequential streams, see matvec.c), 32 columns at a time in eight
  * independent FMA chains, then one step of 16 and one masked step for the
  * last < 16 columns. A row of the remainder goes alone. */
-#define MD_DEFINE_MATVEC_AVX512(NAME, TYPE, LOAD, LOAD_MASKED)                               \
+#define MD_DEFINE_MATVEC_AVX512(NAME, TYPE, LOAD, LOAD_MASKED, AHEAD)                        \
   MD_AVX512 static float NAME##_row(const TYPE *wr, const float *x, int64_t cols) {          \
     int64_t c16 = cols & ~(int64_t)15, c = 0;                                                \
     __m512 a = _mm512_setzero_ps();                                                          \
@@ -81,10 +80,10 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
       __m512 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                             \
       int64_t c = 0;                                                                         \
       for (; c < c32; c += 32) {                                                             \
-        MATVEC_PREFETCH(TYPE, w0 + c);                                                       \
-        MATVEC_PREFETCH(TYPE, w1 + c);                                                       \
-        MATVEC_PREFETCH(TYPE, w2 + c);                                                       \
-        MATVEC_PREFETCH(TYPE, w3 + c);                                                       \
+        MATVEC_PREFETCH(TYPE, w0 + c, AHEAD);                                                \
+        MATVEC_PREFETCH(TYPE, w1 + c, AHEAD);                                                \
+        MATVEC_PREFETCH(TYPE, w2 + c, AHEAD);                                                \
+        MATVEC_PREFETCH(TYPE, w3 + c, AHEAD);                                                \
         __m512 xl = _mm512_loadu_ps(x + c), xh = _mm512_loadu_ps(x + c + 16);                \
         a0 = _mm512_fmadd_ps(LOAD(w0 + c), xl, a0);                                          \
         b0 = _mm512_fmadd_ps(LOAD(w0 + c + 16), xh, b0);                                     \
@@ -121,9 +120,15 @@ MD_AVX512 static inline __m512 load16_bf16_masked(const uint16_t *p, __mmask16 m
       y[r] = NAME##_row(w + r * cols, x, cols) + (bias ? bias[r] : 0.0f);                    \
   }
 
-MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f32, float, load16_f32, load16_f32_masked)
-MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f16, uint16_t, load16_f16, load16_f16_masked)
-MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16, uint16_t, load16_bf16, load16_bf16_masked)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f32, float, load16_f32, load16_f32_masked, 0)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f16, uint16_t, load16_f16, load16_f16_masked,
+                        MD_MATVEC_PREFETCH_BYTES)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16, uint16_t, load16_bf16, load16_bf16_masked,
+                        MD_MATVEC_PREFETCH_BYTES)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f16_far, uint16_t, load16_f16, load16_f16_masked,
+                        MD_MATVEC_PREFETCH_FAR_BYTES)
+MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16_bf16_masked,
+                        MD_MATVEC_PREFETCH_FAR_BYTES)
 
 MD_AVX512 void md_avx512_to_f32(float *dst, const uint16_t *src, size_t count, int bf16) {
   size_t i = 0;

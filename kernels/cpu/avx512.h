@@ -26,8 +26,18 @@
  * AVX2 path (the means of 28 passes over all 24 layers' matrices and the
  * tied head, 989 MB, alternating builds). f32 rows stream at the limit
  * without it and go without. A prefetch never faults, so reading ahead of
- * the last row is harmless. */
+ * the last row is harmless.
+ *
+ * On an AMD Zen 5 (2 cores) twice as far was better: the same 989 MB of
+ * bf16 rows at 63.3-65.4 GB/s with 2,048 bytes against 61.8-64.5 with
+ * 1,024 (60.0-62.7 without; f32 rows of the same bytes 69.0-70.8), and
+ * `inference_bench depth` decoding 63.5-64.2 tok/s against 61.1-61.2,
+ * fastest steps 66.9-67.6 against 63.5-64.5 (alternating builds, the
+ * quiet minutes of a shared machine). The _far kernels below prefetch
+ * MD_MATVEC_PREFETCH_FAR_BYTES ahead; md_cpu_matvec runs them on AMD CPUs
+ * (md_cpu_vendor_once), these on the others. */
 #define MD_MATVEC_PREFETCH_BYTES 1024
+#define MD_MATVEC_PREFETCH_FAR_BYTES 2048
 
 /* y[r] = sum_c W[r, c] x[c] (+ bias[r]) for r in [r0, r1); W row-major
  * [*, cols] in F32, F16 or BF16 bits; bias may be NULL. fp32 FMA
@@ -38,6 +48,12 @@ void md_avx512_matvec_f16(float *y, const uint16_t *w, const float *x, int64_t r
                           int64_t cols, const float *bias);
 void md_avx512_matvec_bf16(float *y, const uint16_t *w, const float *x, int64_t r0, int64_t r1,
                            int64_t cols, const float *bias);
+/* The same with the 16-bit weights prefetched MD_MATVEC_PREFETCH_FAR_BYTES
+ * ahead (the same bits). */
+void md_avx512_matvec_f16_far(float *y, const uint16_t *w, const float *x, int64_t r0, int64_t r1,
+                              int64_t cols, const float *bias);
+void md_avx512_matvec_bf16_far(float *y, const uint16_t *w, const float *x, int64_t r0,
+                               int64_t r1, int64_t cols, const float *bias);
 
 /* dst[i] = src[i] widened to f32 for i < count; bf16 nonzero: BF16 bits,
  * else F16 bits. */

@@ -41,6 +41,12 @@ static inline md_cpu_isa md_cpu_isa_of(md_cpu_kernels kernels) { return (md_cpu_
  * -march=native, with GCC and clang). */
 md_cpu_isa md_cpu_detect_isa(void);
 
+/* This CPU's vendor, read once per process (CPUID traps to the hypervisor
+ * in a VM, slow enough to show in a decode step if read per call): for
+ * the per-vendor tuning of the kernels (md_cpu_matvec's prefetch
+ * distance). Safe from any thread. */
+md_cpu_vendor md_cpu_vendor_once(void);
+
 /* The best path `facts` allow (md_cpu_detect_isa applies it to this CPU). */
 md_cpu_isa md_cpu_isa_for(const md_cpu_facts *facts);
 

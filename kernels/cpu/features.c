@@ -1,6 +1,7 @@
 /* What this CPU runs (CPUID, XGETBV) and which of our kernel paths that
  * allows: the one reading that picks the back end's kernels, the OpenBLAS
  * core (blas_core.c) and what `devices` prints. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,18 @@ md_cpu_isa md_cpu_isa_for(const md_cpu_facts *f) {
   if (!(f->avx2 && f->fma && f->f16c)) return MD_CPU_ISA_PORTABLE;
   if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq) return MD_CPU_ISA_AVX512;
   return MD_CPU_ISA_AVX2;
+}
+
+md_cpu_vendor md_cpu_vendor_once(void) {
+  /* 0: not read yet, else the vendor + 1. Racing first readers both read
+   * CPUID and store the same value. */
+  static _Atomic int cached;
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (!v) {
+    v = (int)md_cpu_read_facts().vendor + 1;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return (md_cpu_vendor)(v - 1);
 }
 
 md_cpu_isa md_cpu_detect_isa(void) {

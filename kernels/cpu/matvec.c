@@ -200,10 +200,13 @@ typedef void (*matvec_fn)(float *, const void *, const float *, int64_t, int64_t
 static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
 #if defined(__x86_64__)
   if (isa == MD_CPU_ISA_AVX512) {
+    /* The 16-bit rows' prefetch distance by vendor (avx512.h). */
+    bool far = md_cpu_vendor_once() == MD_CPU_VENDOR_AMD;
     switch (dtype) {
     case MD_DTYPE_F32: return (matvec_fn)md_avx512_matvec_f32;
-    case MD_DTYPE_F16: return (matvec_fn)md_avx512_matvec_f16;
-    case MD_DTYPE_BF16: return (matvec_fn)md_avx512_matvec_bf16;
+    case MD_DTYPE_F16: return far ? (matvec_fn)md_avx512_matvec_f16_far : (matvec_fn)md_avx512_matvec_f16;
+    case MD_DTYPE_BF16:
+      return far ? (matvec_fn)md_avx512_matvec_bf16_far : (matvec_fn)md_avx512_matvec_bf16;
     }
   }
 #endif

@@ -263,8 +263,8 @@ class Checks:
 def test_matvec(m, sym, rng, checks):
     shapes = [(1, 1), (3, 7), (4, 16), (13, 37), (9, 2049), (5, 50), (8, 31), (12, 48),
               (1031, 96), (17, 1000)]
-    for dtype in ("f32", "f16", "bf16"):
-        fn = sym[f"md_avx512_matvec_{dtype}"]
+    for dtype, suffix in (("f32", ""), ("f16", ""), ("bf16", ""), ("f16", "_far"), ("bf16", "_far")):
+        fn = sym[f"md_avx512_matvec_{dtype}{suffix}"]
         for s, (rows, cols) in enumerate(shapes):
             wbytes, wv = bytearray(), []
             for _ in range(rows * cols):
@@ -281,11 +281,11 @@ def test_matvec(m, sym, rng, checks):
             y_va = m.place(2, floats([sentinel] * rows))
             b_va = m.place(3, floats(bias)) if bias else 0
             outcome = m.call(fn, y_va, w_va, x_va, r0, r1, cols, b_va)
-            checks.check(m.returned(outcome), f"matvec {dtype} [{rows} x {cols}]: ended by {outcome}")
+            checks.check(m.returned(outcome), f"matvec {dtype}{suffix} [{rows} x {cols}]: ended by {outcome}")
             y = unfloats(m.read(y_va, 4 * rows))
             for r in range(rows):
                 if not (r0 <= r < r1):
-                    checks.check(y[r] == sentinel, f"matvec {dtype} row {r} outside [{r0}, {r1}) written")
+                    checks.check(y[r] == sentinel, f"matvec {dtype}{suffix} row {r} outside [{r0}, {r1}) written")
                     continue
                 want = bias[r] if bias else 0.0
                 scale = abs(want)
@@ -294,7 +294,7 @@ def test_matvec(m, sym, rng, checks):
                     want += p
                     scale += abs(p)
                 checks.check(abs(y[r] - want) <= 1e-5 * scale + 1e-30,
-                             f"matvec {dtype} [{rows} x {cols}] row {r}: {y[r]!r} vs {want!r}")
+                             f"matvec {dtype}{suffix} [{rows} x {cols}] row {r}: {y[r]!r} vs {want!r}")
 
 
 def test_to_f32(m, sym, rng, checks):
@@ -606,6 +606,7 @@ def main():
              f".cache/avx512-emulator from {os.path.relpath(os.path.join(HERE, 'requirements.txt'), args.source_root)}")
     image, symbols = build(args)
     wanted = ["md_avx512_matvec_f32", "md_avx512_matvec_f16", "md_avx512_matvec_bf16",
+              "md_avx512_matvec_f16_far", "md_avx512_matvec_bf16_far",
               "md_avx512_to_f32", "md_avx512_softmax", "md_avx512_silu_mul",
               "md_avx512_decode_scores", "md_avx512_decode_values",
               "md_avx512_prefill_scores", "md_avx512_prefill_values",
