@@ -61,6 +61,25 @@ const char *md_cpu_isa_name(md_cpu_isa isa);
 void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
                    int64_t rows, int64_t cols, const float *x, const float *bias);
 
+/* One product of md_cpu_matvec_shared: y = W x (+ bias), W [rows, cols]. */
+typedef struct md_cpu_matvec_out {
+  float *y;
+  const void *w;
+  md_dtype dtype;
+  int64_t rows;
+  const float *bias; /* or NULL */
+} md_cpu_matvec_out;
+
+#define MD_CPU_MATVEC_MAX_SHARED 4
+
+/* md_cpu_matvec for `count` (1 to MD_CPU_MATVEC_MAX_SHARED) matrices of
+ * one x, their rows dealt out in one parallel region: a decode step's
+ * q, k and v products (k and v too small to be worth a region of their
+ * own) or gate and up. Each matrix is cut into the chunks md_cpu_matvec
+ * cuts it into, so each y has md_cpu_matvec's bits. */
+void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
+                          int64_t cols, const float *x);
+
 /* dst[(r - r0) * cols + c] = W[r, c] as f32 for r in [r0, r1): the weight
  * tile a prefill matmul hands to sgemm. */
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,

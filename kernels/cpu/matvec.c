@@ -229,14 +229,12 @@ static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
   return (matvec_fn)matvec_f32_portable;
 }
 
-void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
-                   int64_t rows, int64_t cols, const float *x, const float *bias) {
-  matvec_fn kernel = pick_matvec(isa, dtype);
+/* The rows of each piece of work md_cpu_matvec deals out for a [rows,
+ * cols] matrix on `threads` threads; `rows` (one piece) when it runs on
+ * one thread. */
+static int64_t matvec_chunk(int threads, md_dtype dtype, int64_t rows, int64_t cols) {
   int team = rows * cols >= MD_MATVEC_PARALLEL_MIN ? threads : 1;
-  if (team == 1) {
-    kernel(y, w, x, 0, rows, cols, bias);
-    return;
-  }
+  if (team <= 1) return rows > 0 ? rows : 1;
   /* Chunks of rows handed out as threads come free, not one fixed slice per
    * thread: on a shared machine one core is often slowed for a while, and
    * with fixed slices every other thread waited for it at the barrier (a
@@ -252,12 +250,38 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
   if (chunk < min_rows) chunk = min_rows;
   if (chunk < 4) chunk = 4; /* rows of more than 64 KiB, few of them */
   chunk = (chunk + 3) & ~(int64_t)3;
-  int64_t chunks = (rows + chunk - 1) / chunk;
-  if (chunks < team) team = (int)chunks;
+  return chunk;
+}
+
+void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtype dtype,
+                   int64_t rows, int64_t cols, const float *x, const float *bias) {
+  md_cpu_matvec_out out = {.y = y, .w = w, .dtype = dtype, .rows = rows, .bias = bias};
+  md_cpu_matvec_shared(isa, threads, &out, 1, cols, x);
+}
+
+void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
+                          int64_t cols, const float *x) {
+  matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
+  int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1] = {0};
+  for (int i = 0; i < count; i++) {
+    kernels[i] = pick_matvec(isa, outs[i].dtype);
+    chunk[i] = matvec_chunk(threads, outs[i].dtype, outs[i].rows, cols);
+    first[i + 1] = first[i] + (outs[i].rows + chunk[i] - 1) / chunk[i];
+  }
+  int64_t pieces = first[count];
+  if (pieces == 0) return; /* no rows */
+  if (pieces == 1) {
+    kernels[0](outs[0].y, outs[0].w, x, 0, outs[0].rows, cols, outs[0].bias);
+    return;
+  }
+  int team = pieces < threads ? (int)pieces : threads;
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-  for (int64_t i = 0; i < chunks; i++) {
-    int64_t r0 = i * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
-    kernel(y, w, x, r0, r1, cols, bias);
+  for (int64_t p = 0; p < pieces; p++) {
+    int i = 0;
+    while (p >= first[i + 1]) i++;
+    const md_cpu_matvec_out *o = &outs[i];
+    int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
+    kernels[i](o->y, o->w, x, r0, r1, cols, o->bias);
   }
 }
 

@@ -94,6 +94,52 @@ static void test_matvec(md_cpu_isa isa) {
     }
 }
 
+/* md_cpu_matvec_shared: each product's bits are md_cpu_matvec's, alone,
+ * on 1 and 3 threads: a q-like matrix cut into chunks beside k/v-like ones
+ * too small for more than one thread, mixed dtypes, biases on some; an
+ * empty matrix among them; one product alone. */
+static void test_matvec_shared(md_cpu_isa isa) {
+  const int64_t cols = 1000;
+  const int64_t rows[] = {1031, 64, 0, 150};
+  const md_dtype dtypes[] = {MD_DTYPE_BF16, MD_DTYPE_F32, MD_DTYPE_F16, MD_DTYPE_F16};
+  void *w[4];
+  float *bias[4], *want[4], *got[4];
+  float *x = malloc((size_t)cols * sizeof(float));
+  for (int64_t c = 0; c < cols; c++) x[c] = uniform(-2.0f, 2.0f);
+  md_cpu_matvec_out outs[4];
+  for (int i = 0; i < 4; i++) {
+    size_t n = (size_t)(rows[i] * cols);
+    w[i] = malloc(n * 4 + 4);
+    for (size_t j = 0; j < n; j++) random_weight(w[i], dtypes[i], j);
+    bias[i] = malloc((size_t)rows[i] * sizeof(float) + 4);
+    for (int64_t r = 0; r < rows[i]; r++) bias[i][r] = uniform(-1.0f, 1.0f);
+    want[i] = malloc((size_t)rows[i] * sizeof(float) + 4);
+    got[i] = malloc((size_t)rows[i] * sizeof(float) + 4);
+    outs[i] = (md_cpu_matvec_out){.y = got[i], .w = w[i], .dtype = dtypes[i], .rows = rows[i],
+                                  .bias = i % 2 ? NULL : bias[i]};
+  }
+  for (int threads = 1; threads <= 3; threads += 2)
+    for (int count = 1; count <= 4; count += 3) {
+      for (int i = 0; i < count; i++) {
+        md_cpu_matvec(isa, threads, want[i], w[i], dtypes[i], rows[i], cols, x, outs[i].bias);
+        for (int64_t r = 0; r < rows[i]; r++) got[i][r] = -12345.0f;
+      }
+      md_cpu_matvec_shared(isa, threads, outs, count, cols, x);
+      for (int i = 0; i < count; i++)
+        CHECK_MSG(!memcmp(want[i], got[i], (size_t)rows[i] * sizeof(float)),
+                  "matvec_shared isa %d, %d threads, %d products: product %d (%lld x %lld %s) is "
+                  "not md_cpu_matvec's", (int)isa, threads, count, i, (long long)rows[i],
+                  (long long)cols, md_dtype_name(dtypes[i]));
+    }
+  for (int i = 0; i < 4; i++) {
+    free(w[i]);
+    free(bias[i]);
+    free(want[i]);
+    free(got[i]);
+  }
+  free(x);
+}
+
 /* softmax(x)_i = exp(x_i - max) / sum_j exp(x_j - max). */
 static void test_softmax(md_cpu_isa isa) {
   const int64_t sizes[] = {1, 5, 8, 9, 16, 33, 100, 1000};
@@ -420,6 +466,46 @@ static void test_matmul(md_kernels *k) {
       free(x);
       free(b);
     }
+}
+
+/* matmul_shared on a decode row (md_cpu_matvec_shared): q-, k- and
+ * v-like BF16 products with biases, each the bits of its own matmul. */
+static void test_matmul_shared_row(md_kernels *k) {
+  const int64_t cols = 2000, rows[] = {2000, 256, 256};
+  void *data[3];
+  float *b[3], *x = malloc((size_t)cols * sizeof(float));
+  md_tensor wt[3], bt[3];
+  md_kweight *w[3], *bias[3];
+  md_kbuf *ys[3];
+  md_error err;
+  for (int64_t c = 0; c < cols; c++) x[c] = uniform(-1.0f, 1.0f);
+  md_kbuf *xb = upload(k, x, (size_t)cols);
+  for (int i = 0; i < 3; i++) {
+    data[i] = malloc((size_t)(rows[i] * cols) * 2);
+    for (int64_t j = 0; j < rows[i] * cols; j++) random_weight(data[i], MD_DTYPE_BF16, (size_t)j);
+    b[i] = malloc((size_t)rows[i] * sizeof(float));
+    for (int64_t r = 0; r < rows[i]; r++) b[i][r] = uniform(-1.0f, 1.0f);
+    w[i] = weight(k, &wt[i], data[i], MD_DTYPE_BF16, rows[i], cols);
+    bias[i] = weight(k, &bt[i], b[i], MD_DTYPE_F32, 0, rows[i]);
+    CHECK(k->ops->buf_new(k, (size_t)rows[i], &ys[i], &err) == MD_OK);
+  }
+  k->ops->matmul_shared(k, ys, xb, (const md_kweight *const *)w, (const md_kweight *const *)bias, 3, 1);
+  for (int i = 0; i < 3; i++) {
+    float *shared = download(k, ys[i], (size_t)rows[i]);
+    k->ops->matmul(k, ys[i], xb, w[i], bias[i], 1);
+    float *alone = download(k, ys[i], (size_t)rows[i]);
+    CHECK_MSG(!memcmp(shared, alone, (size_t)rows[i] * sizeof(float)),
+              "%s: matmul_shared's product %d on a decode row is not its matmul's", md_kernels_cpu_isa(k), i);
+    free(shared);
+    free(alone);
+    k->ops->buf_free(k, ys[i]);
+    k->ops->weight_free(k, w[i]);
+    k->ops->weight_free(k, bias[i]);
+    free(data[i]);
+    free(b[i]);
+  }
+  k->ops->buf_free(k, xb);
+  free(x);
 }
 
 /* rmsnorm, embedding rows, SwiGLU, residual add, argmax, buffer bounds. */
@@ -840,6 +926,7 @@ static void test_backend(md_cpu_kernels path) {
   if (path != MD_CPU_KERNELS_BEST) CHECK(strcmp(md_kernels_cpu_isa(k), md_cpu_isa_name(md_cpu_isa_of(path))) == 0);
   CHECK(strcmp(k->ops->name, "cpu") == 0);
   test_matmul(k);
+  test_matmul_shared_row(k);
   test_weights_are_copies(k);
   test_elementwise(k);
   test_rope(k);
@@ -912,6 +999,7 @@ int main(void) {
   for (int i = 0; i < n_paths; i++) {
     md_cpu_isa isa = md_cpu_isa_of(paths[i]);
     test_matvec(isa);
+    test_matvec_shared(isa);
     test_softmax(isa);
     test_silu(isa);
     test_decode_products(isa);
