@@ -270,8 +270,10 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
   }
   int64_t pieces = first[count];
   if (pieces == 0) return; /* no rows */
-  if (pieces == 1) {
-    kernels[0](outs[0].y, outs[0].w, x, 0, outs[0].rows, cols, outs[0].bias);
+  if (pieces == 1) { /* on this thread, no team to wake */
+    int i = 0;
+    while (first[i + 1] == 0) i++; /* past the empty matrices */
+    kernels[i](outs[i].y, outs[i].w, x, 0, outs[i].rows, cols, outs[i].bias);
     return;
   }
   int team = pieces < threads ? (int)pieces : threads;

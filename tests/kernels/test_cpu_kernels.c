@@ -97,7 +97,8 @@ static void test_matvec(md_cpu_isa isa) {
 /* md_cpu_matvec_shared: each product's bits are md_cpu_matvec's, alone,
  * on 1 and 3 threads: a q-like matrix cut into chunks beside k/v-like ones
  * too small for more than one thread, mixed dtypes, biases on some; an
- * empty matrix among them; one product alone. */
+ * empty matrix among them; one product alone; an empty matrix and one
+ * small one (a single piece of work, not the first product's). */
 static void test_matvec_shared(md_cpu_isa isa) {
   const int64_t cols = 1000;
   const int64_t rows[] = {1031, 64, 0, 150};
@@ -131,6 +132,16 @@ static void test_matvec_shared(md_cpu_isa isa) {
                   "not md_cpu_matvec's", (int)isa, threads, count, i, (long long)rows[i],
                   (long long)cols, md_dtype_name(dtypes[i]));
     }
+  /* outs[2] (no rows) then the first 20 rows of outs[1] (20 x 1000 F32,
+   * under MD_MATVEC_PARALLEL_MIN: one piece of work). */
+  md_cpu_matvec_out pair[] = {outs[2], outs[1]};
+  pair[1].rows = 20;
+  md_cpu_matvec(isa, 3, want[1], w[1], dtypes[1], 20, cols, x, outs[1].bias);
+  for (int64_t r = 0; r < 20; r++) got[1][r] = -12345.0f;
+  md_cpu_matvec_shared(isa, 3, pair, 2, cols, x);
+  CHECK_MSG(!memcmp(want[1], got[1], 20 * sizeof(float)),
+            "matvec_shared isa %d: an empty product then one piece of work: not md_cpu_matvec's",
+            (int)isa);
   for (int i = 0; i < 4; i++) {
     free(w[i]);
     free(bias[i]);
