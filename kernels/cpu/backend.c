@@ -560,8 +560,8 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
                               int count, int64_t n) {
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_GEMM_BF16_MAX_SHARED, "md_gemm_bf16_shared's limit");
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_GEMM_F32_MAX_SHARED, "md_gemm_f32_shared's limit");
-  cpu_kernels *c = cpu(k);
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_CPU_MATVEC_MAX_SHARED, "md_cpu_matvec_shared's limit");
+  cpu_kernels *c = cpu(k);
   /* A decode row: the matrix-vector products in one parallel region (each
    * with md_cpu_matvec's bits), where k and v alone were too small to run
    * on more than one thread. */
@@ -576,9 +576,8 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
     md_cpu_matvec_shared(c->isa, c->threads, outs, count, ws[0]->cols, x->data);
     return;
   }
-  bool shared = count <= MD_KERNELS_MAX_SHARED;
-  for (int i = 0; shared && i < count; i++)
-    shared = bf16_product(c, ws[i], n) && ws[i]->cols == ws[0]->cols;
+  bool shared = one_width && count <= MD_KERNELS_MAX_SHARED;
+  for (int i = 0; shared && i < count; i++) shared = bf16_product(c, ws[i], n);
   if (!shared && f32_shared(c, ws, count, n)) {
     md_gemm_f32_out outs[MD_GEMM_F32_MAX_SHARED];
     for (int i = 0; i < count; i++)
