@@ -22,8 +22,9 @@
 # BF16 dot-product peak beside the default float32 one. On a CPU whose
 # kernel path is avx512 the prefill is also run with the prompt GEMM that
 # is not the default there (MEMDECAY_CPU_GEMM=own, our AVX-512
-# micro-kernel, on an Intel CPU; =blas, OpenBLAS, on an AMD one) and
-# reported beside the default, so that one run tells which should be it.
+# micro-kernel, on an Intel CPU or an AMD Zen 4; =blas, OpenBLAS, on an AMD
+# Zen 5 or later) and reported beside the default, so that one run tells
+# which should be it.
 #
 # llama.cpp comes from a registry package: PyPI's llama-cpp-python sdist
 # (pinned, its sha256 checked against PyPI's) carries the llama.cpp tree in

@@ -25,13 +25,15 @@ static void print_help(FILE *out) {
         "an NVIDIA GPU of compute capability 8.0 or newer with a working driver.\n"
         "The CPU's line names our kernel path (avx512, avx2 or portable: the widest\n"
         "this CPU runs unless MEMDECAY_CPU_KERNELS says otherwise); the next line\n"
-        "lists the CPU's vector features (CPUID, as the OS enables them); then who\n"
-        "multiplies the prompt's float32 products: our own GEMM (\"own\", the default on\n"
-        "the avx2 path and on an AMD CPU's avx512 path) or OpenBLAS's sgemm (\"blas\";\n"
-        "MEMDECAY_CPU_GEMM chooses). The BLAS's line follows: the library, the\n"
-        "OpenBLAS core (kernel set) it runs, the best core for this CPU, and who chose\n"
-        "it (the program switches to the best core unless OPENBLAS_CORETYPE is set;\n"
-        "see MEMDECAY_BLAS_CORE in the manual).\n"
+        "lists the CPU's vector features (CPUID, as the OS enables them), the next its\n"
+        "vendor, family and model (CPUID's display values, as /proc/cpuinfo has them);\n"
+        "then who multiplies the prompt's float32 products: our own GEMM (\"own\", the\n"
+        "default on the avx2 path and on the avx512 path of an AMD Zen 5 or later,\n"
+        "family 26 on) or OpenBLAS's sgemm (\"blas\"; MEMDECAY_CPU_GEMM chooses).\n"
+        "The BLAS's line follows: the library, the OpenBLAS core (kernel set) it runs,\n"
+        "the best core for this CPU, and who chose it (the program switches to the\n"
+        "best core unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the\n"
+        "manual).\n"
         "\n"
         "Options:\n"
         "      --device NAME   check only this device (cpu, cuda or cuda:N), as the model\n"
@@ -54,6 +56,8 @@ static void describe(const char *name, const md_kernels *k, int threads) {
     md_cpu_facts facts = md_cpu_read_facts();
     char words[160];
     printf("cpu features: %s\n", md_cpu_facts_describe(&facts, words, sizeof words));
+    printf("cpu id: %s, family %d, model %d\n", md_cpu_vendor_name(facts.vendor), facts.family,
+           facts.model);
     const char *asked = getenv(MD_DEVICE_ENV_CPU_GEMM);
     printf("prompt gemm: %s", md_kernels_cpu_gemm(k));
     if (asked && *asked) printf(" (" MD_DEVICE_ENV_CPU_GEMM "=%s)", asked);

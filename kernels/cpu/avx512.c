@@ -668,7 +668,8 @@ MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t 
  * sgemm (301-323) on the same shapes, alternating. On an AMD Zen 5 (2
  * cores) a whole 0.5B / 1.5B prompt ran 1.01-1.09x as fast on it as on
  * OpenBLAS's Cooperlake kernels (bench/llama_cpp_bench.sh), so it is the
- * default on AMD's avx512 path (md_cpu_gemm in cpu.h). */
+ * default on the avx512 path of an AMD Zen 5 or later (md_cpu_gemm in
+ * cpu.h). */
 MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *const *a,
                                         const float *b, int64_t kc, int mr, int nr,
                                         const float *bias, bool first) {

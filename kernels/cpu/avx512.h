@@ -34,8 +34,9 @@
  * `inference_bench depth` decoding 63.5-64.2 tok/s against 61.1-61.2,
  * fastest steps 66.9-67.6 against 63.5-64.5 (alternating builds, the
  * quiet minutes of a shared machine). The _far kernels below prefetch
- * MD_MATVEC_PREFETCH_FAR_BYTES ahead; md_cpu_matvec runs them on AMD CPUs
- * (md_cpu_vendor_once), these on the others. */
+ * MD_MATVEC_PREFETCH_FAR_BYTES ahead; md_cpu_matvec runs them on an AMD
+ * Zen 5 or later (md_cpu_amd_zen5_or_later_once), these on the others: a
+ * Zen 4 was measured with these (0.92-1.0 of its bandwidth in BF16). */
 #define MD_MATVEC_PREFETCH_BYTES 1024
 #define MD_MATVEC_PREFETCH_FAR_BYTES 2048
 

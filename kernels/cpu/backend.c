@@ -501,8 +501,8 @@ static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
 }
 
 /* Whether a product goes to our float32 GEMM (gemm_f32.h): md_cpu_gemm
- * resolved (by default the avx2 path and an AMD CPU's avx512 path; an
- * Intel CPU's avx512 path keeps OpenBLAS, level with ours there), a
+ * resolved (by default the avx2 path and an AMD Zen 5's avx512 path; the
+ * other avx512 paths keep OpenBLAS, level with ours on an Intel Xeon), a
  * prompt; every weight dtype. On a
  * Zen 3 with OpenBLAS's Zen core it runs F32 products at 1.00-1.04x
  * sgemm's rate alone and runs groups in one parallel region; F16/BF16
@@ -543,7 +543,7 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
 /* Whether a prompt's products of one x go to md_gemm_f32_shared together:
  * f32_product, at most MD_GEMM_F32_MAX_SHARED products of one width, none
  * of them the BF16 GEMM's (with --bf16-gemm and our float32 GEMM both on,
- * AMD's avx512 path, a group of BF16 and F32 weights goes matmul by
+ * a Zen 5's avx512 path, a group of BF16 and F32 weights goes matmul by
  * matmul, so that each gets the bits it gets alone). */
 static bool f32_shared(const cpu_kernels *c, const md_kweight *const *ws, int count, int64_t n) {
   bool ok = f32_product(c, n) && count <= MD_GEMM_F32_MAX_SHARED;
@@ -736,7 +736,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->bf16_gemm = bf16_gemm;
   /* auto: ours where it measured faster than OpenBLAS's sgemm (cpu.h). */
   bool own_faster = isa == MD_CPU_ISA_AVX2 ||
-                    (isa == MD_CPU_ISA_AVX512 && facts.vendor == MD_CPU_VENDOR_AMD);
+                    (isa == MD_CPU_ISA_AVX512 && md_cpu_amd_zen5_or_later(&facts));
   c->own_gemm = gemm == MD_CPU_GEMM_OWN || (gemm == MD_CPU_GEMM_AUTO && own_faster);
   openblas_set_num_threads(c->threads);
   *k = &c->base;

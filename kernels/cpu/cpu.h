@@ -28,10 +28,12 @@ typedef enum md_cpu_kernels {
 typedef enum md_cpu_gemm {
   MD_CPU_GEMM_AUTO = 0, /* ours on the avx2 path (measured faster there: 1.00-1.04x
                            sgemm alone, more in groups of one x) and on the
-                           avx512 path of an AMD CPU (a Zen 5's prompt
-                           1.01-1.09x as fast as on OpenBLAS's Cooperlake
-                           kernels); OpenBLAS on an Intel CPU's avx512 path
-                           (ours 0.84-1.00x its SkylakeX kernels there;
+                           avx512 path of an AMD Zen 5 or later (a Zen 5's
+                           prompt 1.01-1.09x as fast as on OpenBLAS's
+                           Cooperlake kernels; md_cpu_amd_zen5_or_later);
+                           OpenBLAS on the other avx512 paths (an Intel
+                           Xeon: ours 0.84-1.00x its SkylakeX kernels; a
+                           Zen 4: measured on Cooperlake's, not on ours;
                            bench/README.md) and on the portable one */
   MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
@@ -93,6 +95,9 @@ typedef enum md_cpu_vendor {
  * (XCR0 bits 5-7). All false on CPUs other than x86. */
 typedef struct md_cpu_facts {
   md_cpu_vendor vendor;
+  int family, model; /* CPUID leaf 1 EAX's display family and model (the
+                        extended fields added as both vendors' manuals say:
+                        AMD Zen 3/4 are family 25, Zen 5 26); 0 off x86 */
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
   bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; used only by the
@@ -104,6 +109,9 @@ typedef struct md_cpu_facts {
  * the features present in that order; "none" when there are none.
  * Returns `out`. */
 char *md_cpu_facts_describe(const md_cpu_facts *facts, char *out, size_t size);
+
+/* "Intel", "AMD" or "other", for `devices`. */
+const char *md_cpu_vendor_name(md_cpu_vendor vendor);
 
 /* Reads the facts of the CPU this runs on: the CPUID reading that also
  * picks the back end's own kernels (md_cpu_detect_isa). */

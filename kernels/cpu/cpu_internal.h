@@ -41,11 +41,18 @@ static inline md_cpu_isa md_cpu_isa_of(md_cpu_kernels kernels) { return (md_cpu_
  * -march=native, with GCC and clang). */
 md_cpu_isa md_cpu_detect_isa(void);
 
-/* This CPU's vendor, read once per process (CPUID traps to the hypervisor
- * in a VM, slow enough to show in a decode step if read per call): for
- * the per-vendor tuning of the kernels (md_cpu_matvec's prefetch
- * distance). Safe from any thread. */
-md_cpu_vendor md_cpu_vendor_once(void);
+/* Whether `facts` are an AMD CPU of family 26 (Zen 5) or later: where the
+ * two AMD choices of the defaults were measured better (our float32 prompt
+ * GEMM on the avx512 path, md_cpu_gemm in cpu.h; the GEMV's far prefetch,
+ * avx512.h), on a Zen 5 EPYC. A Zen 4 (family 25, its 512-bit operations
+ * on 256-bit units) keeps the choices measured on it: OpenBLAS's
+ * Cooperlake sgemm and the 1,024-byte prefetch (bench/README.md). */
+bool md_cpu_amd_zen5_or_later(const md_cpu_facts *facts);
+
+/* The same for this CPU, read once per process (CPUID traps to the
+ * hypervisor in a VM, slow enough to show in a decode step if read per
+ * call): md_cpu_matvec's prefetch distance. Safe from any thread. */
+bool md_cpu_amd_zen5_or_later_once(void);
 
 /* The best path `facts` allow (md_cpu_detect_isa applies it to this CPU). */
 md_cpu_isa md_cpu_isa_for(const md_cpu_facts *facts);

@@ -30,6 +30,12 @@ md_cpu_facts md_cpu_read_facts(void) {
   if (ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu) f.vendor = MD_CPU_VENDOR_INTEL;
   else if (ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u) f.vendor = MD_CPU_VENDOR_AMD;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  /* EAX: model bits 4-7, family 8-11, extended model 16-19, extended
+   * family 20-27 (Intel SDM vol. 2A, CPUID leaf 1; AMD APM vol. 3, E.3.2). */
+  unsigned base_family = (eax >> 8) & 0xfu, base_model = (eax >> 4) & 0xfu;
+  f.family = (int)(base_family == 0xfu ? base_family + ((eax >> 20) & 0xffu) : base_family);
+  f.model = (int)(base_family == 0xfu || base_family == 0x6u ? base_model + (((eax >> 16) & 0xfu) << 4)
+                                                              : base_model);
   const unsigned osxsave = 1u << 27;
   if (!(ecx & osxsave)) return f; /* XGETBV unavailable: no AVX of any kind */
   unsigned xcr0_lo, xcr0_hi;
@@ -64,16 +70,29 @@ md_cpu_isa md_cpu_isa_for(const md_cpu_facts *f) {
   return MD_CPU_ISA_AVX2;
 }
 
-md_cpu_vendor md_cpu_vendor_once(void) {
-  /* 0: not read yet, else the vendor + 1. Racing first readers both read
-   * CPUID and store the same value. */
+bool md_cpu_amd_zen5_or_later(const md_cpu_facts *f) {
+  return f->vendor == MD_CPU_VENDOR_AMD && f->family >= 26;
+}
+
+bool md_cpu_amd_zen5_or_later_once(void) {
+  /* 0: not read yet, 1: no, 2: yes. Racing first readers both read CPUID
+   * and store the same value. */
   static _Atomic int cached;
   int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (!v) {
-    v = (int)md_cpu_read_facts().vendor + 1;
+    md_cpu_facts f = md_cpu_read_facts();
+    v = md_cpu_amd_zen5_or_later(&f) ? 2 : 1;
     atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
-  return (md_cpu_vendor)(v - 1);
+  return v == 2;
+}
+
+const char *md_cpu_vendor_name(md_cpu_vendor vendor) {
+  switch (vendor) {
+    case MD_CPU_VENDOR_INTEL: return "Intel";
+    case MD_CPU_VENDOR_AMD: return "AMD";
+    default: return "other";
+  }
 }
 
 md_cpu_isa md_cpu_detect_isa(void) {

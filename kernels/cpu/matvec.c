@@ -200,8 +200,8 @@ typedef void (*matvec_fn)(float *, const void *, const float *, int64_t, int64_t
 static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
 #if defined(__x86_64__)
   if (isa == MD_CPU_ISA_AVX512) {
-    /* The 16-bit rows' prefetch distance by vendor (avx512.h). */
-    bool far = md_cpu_vendor_once() == MD_CPU_VENDOR_AMD;
+    /* The 16-bit rows' prefetch distance by CPU (avx512.h). */
+    bool far = md_cpu_amd_zen5_or_later_once();
     switch (dtype) {
     case MD_DTYPE_F32: return (matvec_fn)md_avx512_matvec_f32;
     case MD_DTYPE_F16: return far ? (matvec_fn)md_avx512_matvec_f16_far : (matvec_fn)md_avx512_matvec_f16;

@@ -179,11 +179,12 @@ static void check_run_json(json_t *run, json_t *want, int created, long long ski
     if (asked && *asked && strcmp(asked, "best"))
       CHECK_MSG(!strcmp(kernels, asked), "blas.kernels '%s', MEMDECAY_CPU_KERNELS '%s'", kernels, asked);
     /* Who multiplied the prompt: by default ours on the avx2 path and on
-     * an AMD CPU's avx512 path, OpenBLAS elsewhere; MEMDECAY_CPU_GEMM=own
-     * or blas as asked. */
+     * the avx512 path of an AMD Zen 5 or later (family 26 on), OpenBLAS
+     * elsewhere; MEMDECAY_CPU_GEMM=own or blas as asked. */
     const char *gemm = json_str(blas, "prompt_gemm"), *asked_gemm = getenv("MEMDECAY_CPU_GEMM");
-    bool amd = md_cpu_read_facts().vendor == MD_CPU_VENDOR_AMD;
-    bool own_default = !strcmp(kernels, "avx2") || (!strcmp(kernels, "avx512") && amd);
+    md_cpu_facts here = md_cpu_read_facts();
+    bool zen5 = here.vendor == MD_CPU_VENDOR_AMD && here.family >= 26;
+    bool own_default = !strcmp(kernels, "avx2") || (!strcmp(kernels, "avx512") && zen5);
     const char *want_gemm = asked_gemm && (!strcmp(asked_gemm, "own") || !strcmp(asked_gemm, "blas"))
                                 ? asked_gemm
                                 : own_default ? "own" : "blas";

@@ -2,7 +2,8 @@
  * hand-written CPUs, the ranks of core names, and the decisions for every
  * state of the environment, including that each switch ends.
  *
- *   test_blas_core              runs the checks
+ *   test_blas_core              runs the checks (and those of the CPU's
+ *                               identity in md_cpu_facts)
  *   test_blas_core --best-core  prints the best core for this CPU ("none"
  *                               when OpenBLAS's choice is to be left)
  *   test_blas_core --current-core  prints the core OpenBLAS runs (this
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/cpu/blas_core.h"
+#include "kernels/cpu/cpu_internal.h"
 #include "tests/test_util.h"
 
 static const md_cpu_facts sse_only = {.vendor = MD_CPU_VENDOR_INTEL};
@@ -171,6 +173,24 @@ static void test_decide(void) {
   CHECK(d.action == MD_BLAS_REEXEC && same(d.coretype, "Zen"));
 }
 
+/* The CPUs the AMD defaults were measured on and the ones they were not. */
+static void test_zen5_or_later(void) {
+  md_cpu_facts amd_avx512 = intel_avx512;
+  amd_avx512.vendor = MD_CPU_VENDOR_AMD;
+  md_cpu_facts zen4 = amd_avx512, zen5 = amd_avx512, later = amd_avx512, intel = intel_avx512;
+  zen4.family = 25, zen4.model = 17;
+  zen5.family = 26, zen5.model = 2;
+  later.family = 27;
+  intel.family = 6, intel.model = 207;
+  CHECK(!md_cpu_amd_zen5_or_later(&zen4));
+  CHECK(md_cpu_amd_zen5_or_later(&zen5));
+  CHECK(md_cpu_amd_zen5_or_later(&later));
+  CHECK(!md_cpu_amd_zen5_or_later(&intel));
+  CHECK(!md_cpu_amd_zen5_or_later(&(md_cpu_facts){.family = 26})); /* another vendor */
+  md_cpu_facts here = md_cpu_read_facts();
+  CHECK(md_cpu_amd_zen5_or_later_once() == md_cpu_amd_zen5_or_later(&here));
+}
+
 /* The reader against the compiler's own (which also asks the OS). */
 static void test_facts(void) {
   md_cpu_facts f = md_cpu_read_facts();
@@ -185,6 +205,27 @@ static void test_facts(void) {
   CHECK(f.avx512dq == !!__builtin_cpu_supports("avx512dq"));
   CHECK(f.avx512cd == !!__builtin_cpu_supports("avx512cd"));
 #endif
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+  /* The vendor, family and model against the kernel's reading of CPUID,
+   * the first processor of /proc/cpuinfo. */
+  FILE *in = fopen("/proc/cpuinfo", "r");
+  CHECK_MSG(in != NULL, "cannot read /proc/cpuinfo");
+  int family = -1, model = -1;
+  char vendor[64] = "", line[1024];
+  while (in && fgets(line, sizeof line, in) && line[0] != '\n') {
+    (void)sscanf(line, "vendor_id : %63s", vendor);
+    (void)sscanf(line, "cpu family : %d", &family);
+    (void)sscanf(line, "model : %d", &model); /* not "model name": ':' fails at 'n' */
+  }
+  if (in) fclose(in);
+  md_cpu_vendor want = !strcmp(vendor, "GenuineIntel") ? MD_CPU_VENDOR_INTEL
+                       : !strcmp(vendor, "AuthenticAMD") ? MD_CPU_VENDOR_AMD
+                                                          : MD_CPU_VENDOR_OTHER;
+  CHECK_MSG(f.vendor == want, "vendor %s, /proc/cpuinfo '%s'", md_cpu_vendor_name(f.vendor), vendor);
+  CHECK_MSG(f.family == family && f.model == model, "family %d model %d, /proc/cpuinfo %d %d",
+            f.family, f.model, family, model);
+#endif
+  printf("this CPU: %s family %d model %d\n", md_cpu_vendor_name(f.vendor), f.family, f.model);
   printf("this CPU: best OpenBLAS core %s; OpenBLAS runs %s (%s)\n",
          md_blas_core_best(&f) ? md_blas_core_best(&f) : "none", md_blas_core_current(),
          md_blas_config());
@@ -205,5 +246,6 @@ int main(int argc, char **argv) {
   test_ranks();
   test_decide();
   test_facts();
+  test_zen5_or_later();
   return md_test_finish("test_blas_core");
 }
