@@ -14,7 +14,10 @@
 # vector width on all threads; the better of a STREAM triad and an f32
 # GEMV); the CPU model and flags are printed with them. Both engines are
 # timed warm: llama-bench runs an untimed prompt and generation first, and
-# inference_bench is given --warmup to do the same.
+# inference_bench is given --warmup to do the same. Each ratio is the best
+# of each engine over the rounds (the verdict) and, on the line below it,
+# each round's own ratio and their median: on a shared machine whose speed
+# drifts, the two disagree, and the rounds say by how much.
 #
 # On a CPU with AVX-512 BF16 the BF16 prefill is also run with --bf16-gemm
 # (the prompt's products with vdpbf16ps, activations rounded to BF16, as
@@ -214,7 +217,9 @@ print(f"llama.cpp: llama-cpp-python {version} sdist" + (f", llama.cpp {commit}" 
 print(f"limits: FMA peak {peak:.1f} GFLOP/s ({lim['fma_isa']}, all threads); bandwidth {bw:.1f} GB/s "
       f"(triad {float(lim['triad_gbs']):.1f}, f32 sgemv {float(lim['sgemv_gbs']):.1f}); "
       f"sgemm {float(lim['sgemm_gflops']):.1f} GFLOP/s on OpenBLAS {lim['blas_core']}")
-print(f"shapes: Qwen2.5-{shapes.upper()}; {rounds} rounds alternating ours and llama.cpp, best of each")
+print(f"shapes: Qwen2.5-{shapes.upper()}; {rounds} rounds alternating ours and llama.cpp, best of each "
+      f"(the verdicts); 'rounds:' each round's own ratio, its two engines a minute apart or less (a median "
+      f"far from the best-of ratio says the machine's speed moved during the runs)")
 verdict = lambda ok: "met" if ok else "MISSED"
 
 def llama_best(path_glob, select):
@@ -234,6 +239,24 @@ def llama_best(path_glob, select):
                 best.setdefault(key, {})[fa] = ts
     return best
 
+def llama_round(path, select):
+    """The better fa setting's rate per key, in one round's file."""
+    got = llama_best(path, select)
+    return {key: max(by_fa.values()) for key, by_fa in got.items()}
+
+def rounds_text(ratios):
+    """'rounds: 1.021x 0.987x (median 1.004x)' for the per-round ratios."""
+    ratios = [x for x in ratios if x == x]  # rounds with both engines' figures
+    if not ratios:
+        return "rounds: -"
+    ordered = sorted(ratios)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return "rounds: " + " ".join(f"{x:.3f}x" for x in ratios) + f" (median {median:.3f}x)"
+
+pp = lambda row: "pp" if int(row["n_prompt"]) > 0 else None
+tg = lambda row: int(row.get("n_depth", 0)) if int(row["n_gen"]) > 0 else None
+
 for d in dtypes:
     print(f"\n{d.upper()}:")
     # prefill
@@ -241,7 +264,7 @@ for d in dtypes:
     ours = max(float(r["prompt_tokens"]) / float(r["prefill_s"]) for r in runs)
     r0 = runs[0]
     flops = 2 * float(r0["layer_params"]) + float(r0["attn_flops_prefill"]) / float(r0["prompt_tokens"])
-    ll = llama_best(f"{out}/llama-prefill-{d}-*.jsonl", lambda row: "pp" if int(row["n_prompt"]) > 0 else None).get("pp", {})
+    ll = llama_best(f"{out}/llama-prefill-{d}-*.jsonl", pp).get("pp", {})
     llb = max(ll.values()) if ll else float("nan")
     fa_text = ", ".join(f"fa {k}: {v:.1f}" for k, v in sorted(ll.items()))
     ratio = ours / llb
@@ -249,6 +272,12 @@ for d in dtypes:
     print(f"  prefill {prompt} tokens, capture on: ours {ours:.1f} tok/s, llama.cpp {llb:.1f} tok/s ({fa_text}) "
           f"-> {ratio:.3f}x (target >= 1.5: {verdict(ratio >= 1.5)}); kernels {r0['isa']}, "
           f"prompt gemm {r0.get('prompt_gemm', '?')}")
+    per_round = []
+    for r in range(1, rounds + 1):
+        mine = keyvals(f"{out}/ours-prefill-{d}-{r}.txt")
+        theirs = llama_round(f"{out}/llama-prefill-{d}-{r}.jsonl", pp).get("pp", float("nan"))
+        per_round.append(float(mine["prompt_tokens"]) / float(mine["prefill_s"]) / theirs)
+    print(f"    {rounds_text(per_round)}")
     print(f"    {ours * flops / 1e9:.1f} GFLOP/s ({flops / 1e6:.0f} MFLOP per token) = {share:.3f} of the FMA peak "
           f"(target >= 0.6: {verdict(share >= 0.6)}); {ours * flops / 1e9 / float(lim['sgemm_gflops']):.2f} of sgemm")
     other_runs = [keyvals(p) for p in sorted(glob.glob(f"{out}/ours-othergemm-{d}-*.txt"))]
@@ -275,8 +304,7 @@ for d in dtypes:
     rows = [{int(r["depth"]): r for r in depth_rows(p)}
             for p in sorted(glob.glob(f"{out}/ours-decode-{d}-*.txt"))]
     read_bytes = float(keyvals(glob.glob(f"{out}/ours-prefill-{d}-*.txt")[0])["decode_read_bytes"])
-    ll = llama_best(f"{out}/llama-decode-{d}-*.jsonl",
-                    lambda row: int(row.get("n_depth", 0)) if int(row["n_gen"]) > 0 else None)
+    ll = llama_best(f"{out}/llama-decode-{d}-*.jsonl", tg)
     for depth in (0, prompt):
         best_on = max((r[depth]["steps"] / 2) / r[depth]["on_s"] for r in rows)
         best_off = max((r[depth]["steps"] / 2) / r[depth]["off_s"] for r in rows)
@@ -289,6 +317,12 @@ for d in dtypes:
         where = "from an empty cache" if depth == 0 else f"after {depth} tokens"
         print(f"  decode {where}, capture on: ours {best_on:.2f} tok/s (off {best_off:.2f}), llama.cpp "
               f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.3f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
+        per_round = []
+        for r in range(1, rounds + 1):
+            mine = {int(x["depth"]): x for x in depth_rows(f"{out}/ours-decode-{d}-{r}.txt")}[depth]
+            theirs = llama_round(f"{out}/llama-decode-{d}-{r}.jsonl", tg).get(depth, float("nan"))
+            per_round.append((mine["steps"] / 2) / mine["on_s"] / theirs)
+        print(f"    {rounds_text(per_round)}")
         print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "
               f"{best_on / limit:.3f} of the bandwidth limit (target >= 0.85: {verdict(best_on / limit >= 0.85)})")
 PY
