@@ -3,7 +3,7 @@
 
 # The limits `inference_bench limits` measures; a script reads them before and
 # after its runs and keeps the better reading of each.
-LIMITS = ("fma_peak_gflops", "triad_gbs", "sgemv_gbs", "sgemm_gflops")
+LIMITS = ("fma_peak_gflops", "triad_gbs", "read_gbs", "sgemv_gbs", "sgemm_gflops")
 # Only on CPUs with AVX-512 BF16.
 OPTIONAL_LIMITS = ("bf16_dot_peak_gflops", "bf16_gemm_gflops")
 
@@ -26,12 +26,15 @@ def depth_rows(path):
     return rows
 
 
-def better_limits(before_path, after_path):
+def better_limits(before_path, after_path, *between_paths):
     """The limits read before the runs, each measured figure replaced by the
-    better of the two readings: on a shared or virtual machine one reading
-    can catch a slow moment."""
-    before, after = keyvals(before_path), keyvals(after_path)
-    for key in LIMITS + OPTIONAL_LIMITS:
-        if key in before and key in after:
-            before[key] = str(max(float(before[key]), float(after[key])))
+    best of the readings (after the runs, and any `inference_bench
+    bandwidth` readings between them): on a shared or virtual machine one
+    reading can catch a slow moment."""
+    before = keyvals(before_path)
+    for path in (after_path,) + between_paths:
+        other = keyvals(path)
+        for key in LIMITS + OPTIONAL_LIMITS:
+            if key in before and key in other:
+                before[key] = str(max(float(before[key]), float(other[key])))
     return before

@@ -5,12 +5,16 @@
  *   inference_bench limits [--threads N]
  *       prints the compute peak (an FMA loop at the widest vector width
  *       this CPU runs, on every thread: the machine's limit, not a
- *       library's), the memory bandwidth (a STREAM-style triad and one large
- *       f32 cblas_sgemv), and the cblas_sgemm rate on a prefill-sized
+ *       library's), the memory bandwidth (a STREAM-style triad, a read-only
+ *       stream on every thread and one large f32 cblas_sgemv), and the
+ *       cblas_sgemm rate on a prefill-sized
  *       product with the OpenBLAS core it ran on (the best BLAS kernel when
  *       the caller chose the core, as the scripts do); on a CPU with AVX-512
  *       BF16 also the BF16 dot-product peak (a vdpbf16ps loop, the limit of
  *       --bf16-gemm) and md_gemm_bf16's rate on the same product
+ *   inference_bench bandwidth [--threads N]
+ *       the three bandwidth figures of `limits` alone (seconds, not a
+ *       minute), for reading them again between runs
  *   inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]
  *                       [--capture-steps N] [--prefill-capture] [--warmup]
  *                       [--bf16-gemm]
@@ -111,6 +115,52 @@ static double triad_gbs(int threads) {
   free(a);
   free(b);
   free(c);
+  return gbs;
+}
+
+/* Reads only: every thread sums its share of a 512 MiB array, as one
+ * sequential stream and as two (its share's halves, interleaved), eight
+ * independent sums either way, best of 6 passes of each. A decode step
+ * reads its weights and writes almost nothing, so this is its limit where
+ * the triad's (which also writes, and counts its stores once where a CPU
+ * without streaming stores reads each line before writing it) is lower:
+ * on an AMD Zen 5 (2 cores) our BF16 decode read its weights at 67.6 GB/s
+ * in a run whose triad and sgemv read 48.7 and 52.3. Plain GCC vectors:
+ * the loads are what is measured, at any vector width. */
+typedef float md_v16 __attribute__((vector_size(64)));
+
+static double read_gbs(int threads) {
+  size_t n = (size_t)128 << 20; /* floats */
+  float *p = filled(n, 1.0f);
+  double best = 1e30;
+  float total = 0.0f;
+  for (int rep = 0; rep < 12; rep++) {
+    int streams = 1 + rep % 2;
+    double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+      size_t part = (hi - lo) / (size_t)streams / 32 * 32;
+      md_v16 acc[8] = {{0}};
+      for (size_t i = 0; i < part; i += 32)
+        for (int s = 0; s < streams; s++) {
+          const float *x = p + lo + (size_t)s * part + i;
+          md_v16 v0, v1;
+          memcpy(&v0, x, sizeof v0);
+          memcpy(&v1, x + 16, sizeof v1);
+          acc[4 * s + (int)(i / 32 % 2) * 2] += v0;
+          acc[4 * s + (int)(i / 32 % 2) * 2 + 1] += v1;
+        }
+      md_v16 sum = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+      for (int j = 0; j < 16; j++) total += sum[j];
+    }
+    double dt = now() - t0;
+    if (dt < best) best = dt;
+  }
+  double gbs = (double)n * sizeof(float) / best / 1e9;
+  if (total < 0) gbs = 0; /* keeps the sums alive */
+  free(p);
   return gbs;
 }
 
@@ -315,6 +365,19 @@ static double bf16_gemm_gflops(int threads) {
   return 2.0 * (double)(m * n * k) / best / 1e9;
 }
 
+/* The memory limits alone (a few seconds): the scripts read them again
+ * beside each decode measurement, since a shared machine's bandwidth moves
+ * within minutes and a decode run may catch a faster minute than the
+ * start and the end did. */
+static int cmd_bandwidth(int threads) {
+  openblas_set_num_threads(threads);
+  printf("threads %d\n", threads);
+  printf("triad_gbs %.3f\n", triad_gbs(threads));
+  printf("read_gbs %.3f\n", read_gbs(threads));
+  printf("sgemv_gbs %.3f\n", sgemv_gbs());
+  return 0;
+}
+
 static int cmd_limits(int threads) {
   openblas_set_num_threads(threads);
   printf("threads %d\n", threads);
@@ -324,6 +387,7 @@ static int cmd_limits(int threads) {
   printf("fma_peak_gflops %.3f\n", peak);
   printf("blas_core %s\n", openblas_get_corename());
   printf("triad_gbs %.3f\n", triad_gbs(threads));
+  printf("read_gbs %.3f\n", read_gbs(threads));
   printf("sgemv_gbs %.3f\n", sgemv_gbs());
   printf("sgemm_gflops %.3f\n", sgemm_gflops());
   printf("bf16_matvec_gbs %.3f\n", bf16_matvec_gbs(threads));
@@ -693,6 +757,7 @@ int main(int argc, char **argv) {
   }
   if (threads < 1) threads = omp_get_num_procs();
   if (npos == 1 && !strcmp(positional[0], "limits")) return cmd_limits(threads);
+  if (npos == 1 && !strcmp(positional[0], "bandwidth")) return cmd_bandwidth(threads);
   if (npos == 3 && !strcmp(positional[0], "run"))
     return cmd_run(positional[1], positional[2], decode_steps, threads,
                    capture_steps < 0 ? decode_steps : capture_steps, prefill_capture, warmup);
@@ -701,6 +766,7 @@ int main(int argc, char **argv) {
   if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
     return cmd_depth(positional[1], depths, depth_steps, threads, warmup);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
+                  "       inference_bench bandwidth [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
                   "                           [--capture-steps N] [--prefill-capture] [--warmup]\n"
                   "                           [--bf16-gemm]\n"

@@ -19,8 +19,10 @@
 # tokens/s, and its decode rate against the forward pass's own.
 # The model is a random BF16 checkpoint with Qwen2.5-0.5B's exact shapes,
 # built once under the work directory (about 1 GB; not committed). The
-# limits are this machine's, read before and after the runs (the better of
-# the two is used): the compute peak is an FMA loop at the widest
+# limits are this machine's, read before and after the runs and the
+# bandwidth again before the decode runs (the best reading is used): the
+# bandwidth the best of a STREAM triad, a read-only stream on every thread
+# and an f32 GEMV; the compute peak is an FMA loop at the widest
 # vector width the CPU runs, on every thread, not a library's rate; OpenBLAS
 # runs the core memdecay-calibrate would choose (bench/common.sh). The CPU
 # model and flags are printed with the figures. llama.cpp side by side:
@@ -90,8 +92,10 @@ if [ ! -f "$ckpt/model.safetensors" ] || [ "$(($(wc -c <"$ckpt/prompt.i32") / 4)
 fi
 
 echo "measuring limits ..." >&2
+rm -f "$work"/bandwidth-*.txt
 "$bench" limits --threads "$threads" >"$work/limits.txt"
 echo "running ours: $prompt-token prompt + $decode decode steps ..." >&2
+"$bench" bandwidth --threads "$threads" >"$work/bandwidth-run.txt"
 "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode "$decode" --threads "$threads" \
   --capture-steps "$capture_steps" >"$work/ours.txt"
 : >"$work/hf.txt"
@@ -106,6 +110,7 @@ fi
 : >"$work/depth.txt"
 if [ "$run_depth" = 1 ]; then
   echo "decode at depths $depths ($depth_steps steps each; filling 16k tokens takes minutes) ..." >&2
+  "$bench" bandwidth --threads "$threads" >"$work/bandwidth-depth.txt"
   "$bench" depth "$ckpt" --depths "$depths" --steps "$depth_steps" --threads "$threads" \
     >"$work/depth.txt"
 fi
@@ -149,23 +154,25 @@ fi
 "$bench" limits --threads "$threads" >"$work/limits-after.txt"
 bench_cpu_line
 python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" "$work/collect.txt" "$work/depth.txt" "$work/limits-after.txt" <<'PY'
-import sys
+import glob, os, sys
 
 sys.path.insert(0, "bench")
 from bench_output import better_limits, depth_rows, keyvals as read
 
-lim = better_limits(sys.argv[1], sys.argv[7])
+lim = better_limits(sys.argv[1], sys.argv[7],
+                    *sorted(glob.glob(os.path.join(os.path.dirname(sys.argv[1]), "bandwidth-*.txt"))))
 ours, hf = read(sys.argv[2]), read(sys.argv[3])
 coll = read(sys.argv[5])
 num = lambda d, k: float(d[k])
-bw = max(num(lim, "triad_gbs"), num(lim, "sgemv_gbs"))
+bw = max(num(lim, "triad_gbs"), num(lim, "read_gbs"), num(lim, "sgemv_gbs"))
 n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
 verdict = lambda ok: "ok" if ok else "BELOW TARGET"
 print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, "
       f"prompt gemm {ours.get('prompt_gemm', '?').strip()}, weights {ours['dtype'].strip()}, "
       f"OMP_WAIT_POLICY {__import__('os').environ.get('OMP_WAIT_POLICY', 'unset')}")
 peak = num(lim, "fma_peak_gflops")
-print(f"bandwidth: triad {num(lim, 'triad_gbs'):.1f} GB/s, f32 sgemv {num(lim, 'sgemv_gbs'):.1f} GB/s -> limit uses {bw:.1f} GB/s")
+print(f"bandwidth: triad {num(lim, 'triad_gbs'):.1f} GB/s, read {num(lim, 'read_gbs'):.1f} GB/s, "
+      f"f32 sgemv {num(lim, 'sgemv_gbs'):.1f} GB/s -> limit uses {bw:.1f} GB/s")
 print(f"compute peak: {peak:.1f} GFLOP/s (FMA loop, {lim['fma_isa'].strip()}, all threads)")
 print(f"sgemm: {num(lim, 'sgemm_gflops'):.1f} GFLOP/s (1700 x 4864 x 896) on OpenBLAS {lim['blas_core'].strip()} "
       f"= {num(lim, 'sgemm_gflops') / peak:.2f} of the FMA peak")

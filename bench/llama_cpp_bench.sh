@@ -10,14 +10,18 @@
 #                         after 1,700 tokens, and >= 0.85 of the bandwidth
 #                         limit (weights + KV cache read per step)
 # The limits are this machine's, measured by bench/inference_bench before
-# and after the runs, the better of the two taken (an FMA loop at the widest
-# vector width on all threads; the better of a STREAM triad and an f32
-# GEMV); the CPU model and flags are printed with them. Both engines are
-# timed warm: llama-bench runs an untimed prompt and generation first, and
-# inference_bench is given --warmup to do the same. Each ratio is the best
-# of each engine over the rounds (the verdict) and, on the line below it,
-# each round's own ratio and their median: on a shared machine whose speed
-# drifts, the two disagree, and the rounds say by how much.
+# and after the runs and the bandwidth again before each decode pair, the
+# best reading taken (an FMA loop at the widest vector width on all
+# threads; the best of a STREAM triad, a read-only stream on all threads
+# and an f32 GEMV); the CPU model and flags are printed with them. Both
+# engines are timed warm: llama-bench runs an untimed prompt and
+# generation first, and inference_bench is given --warmup to do the same.
+# The two engines' runs of one measurement go back to back (decode one
+# context depth at a time), ours first in odd rounds and llama.cpp first in
+# even ones. Each ratio is the best of each engine over the rounds (the
+# verdict) and, on the line below it, each round's own ratio and their
+# median: on a shared machine whose speed drifts, the two disagree, and the
+# rounds say by how much.
 #
 # On a CPU with AVX-512 BF16 the BF16 prefill is also run with --bf16-gemm
 # (the prompt's products with vdpbf16ps, activations rounded to BF16, as
@@ -67,7 +71,7 @@ while [ $# -gt 0 ]; do
     --shapes) shapes=$2; shift 2 ;;
     --llama-cpp-python) llama_version=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "llama_cpp_bench.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -167,13 +171,35 @@ done
 # ---- the runs -----------------------------------------------------------------------
 echo "measuring limits ..." >&2
 "$bench" limits --threads "$threads" >"$out/limits.txt"
+# One engine's run, then the other's at once (decode: one context depth at
+# a time), ours first in odd rounds and llama.cpp first in even ones, so
+# that each pair is seconds apart and neither engine always goes first.
+ours_prefill() {
+  echo "round $r/$rounds, $d: ours, prefill ..." >&2
+  "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
+    --warmup --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
+}
+llama_prefill() {
+  echo "round $r/$rounds, $d: llama.cpp, prefill ..." >&2
+  "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p "$prompt" -n 0 -fa 0,1 -r 1 -o jsonl \
+    >"$out/llama-prefill-$d-$r.jsonl" 2>>"$out/llama.err"
+}
+ours_decode() {
+  echo "round $r/$rounds, $d: ours, decode at depth $depth ..." >&2
+  "$bench" depth "$ckpt" --depths "$depth" --steps "$decode" --warmup --threads "$threads" \
+    >"$out/ours-decode-$d-$r-$depth.txt" 2>/dev/null
+}
+llama_decode() {
+  echo "round $r/$rounds, $d: llama.cpp, decode at depth $depth ..." >&2
+  "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p 0 -n "$decode" -d "$depth" -fa 0,1 \
+    -r 1 -o jsonl >"$out/llama-decode-$d-$r-$depth.jsonl" 2>>"$out/llama.err"
+}
+: >"$out/llama.err"
 r=1
 while [ "$r" -le "$rounds" ]; do
   for d in $dtypes; do
     ckpt=$work/qwen$tag-shapes-$d
-    echo "round $r/$rounds, $d: ours ..." >&2
-    "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
-      --warmup --threads "$threads" >"$out/ours-prefill-$d-$r.txt"
+    if [ $((r % 2)) -eq 1 ]; then ours_prefill; llama_prefill; else llama_prefill; ours_prefill; fi
     if grep -q '^isa avx512' "$out/ours-prefill-$d-$r.txt"; then
       other=own
       grep -q '^prompt_gemm own' "$out/ours-prefill-$d-$r.txt" && other=blas
@@ -186,13 +212,10 @@ while [ "$r" -le "$rounds" ]; do
       "$bench" run "$ckpt" "$ckpt/prompt.i32" --decode 0 --capture-steps 0 --prefill-capture \
         --warmup --bf16-gemm --threads "$threads" >"$out/ours-bf16gemm-$d-$r.txt"
     fi
-    "$bench" depth "$ckpt" --depths "0,$prompt" --steps "$decode" --warmup --threads "$threads" \
-      >"$out/ours-decode-$d-$r.txt" 2>/dev/null
-    echo "round $r/$rounds, $d: llama.cpp ..." >&2
-    "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p "$prompt" -n 0 -fa 0,1 -r 1 -o jsonl \
-      >"$out/llama-prefill-$d-$r.jsonl" 2>"$out/llama.err"
-    "$llama_bench" -m "$ckpt/model.gguf" -t "$threads" -p 0 -n "$decode" -d "0,$prompt" -fa 0,1 \
-      -r 1 -o jsonl >"$out/llama-decode-$d-$r.jsonl" 2>>"$out/llama.err"
+    for depth in 0 "$prompt"; do
+      "$bench" bandwidth --threads "$threads" >"$out/bandwidth-$d-$r-$depth.txt"
+      if [ $((r % 2)) -eq 1 ]; then ours_decode; llama_decode; else llama_decode; ours_decode; fi
+    done
   done
   r=$((r + 1))
 done
@@ -208,18 +231,20 @@ rounds, prompt, dtypes = int(rounds), int(prompt), dtypes.split()
 sys.path.insert(0, "bench")
 from bench_output import better_limits, depth_rows, keyvals
 
-lim = better_limits(f"{out}/limits.txt", f"{out}/limits-after.txt")
+lim = better_limits(f"{out}/limits.txt", f"{out}/limits-after.txt",
+                    *sorted(glob.glob(f"{out}/bandwidth-*.txt")))
 peak = float(lim["fma_peak_gflops"])
-bw = max(float(lim["triad_gbs"]), float(lim["sgemv_gbs"]))
+bw = max(float(lim["triad_gbs"]), float(lim["read_gbs"]), float(lim["sgemv_gbs"]))
 print(f"llama.cpp: llama-cpp-python {version} sdist" + (f", llama.cpp {commit}" if commit else "") +
       f", GGML_NATIVE; OpenBLAS core {lim['blas_core']}; threads {lim['threads']}; "
       f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}")
 print(f"limits: FMA peak {peak:.1f} GFLOP/s ({lim['fma_isa']}, all threads); bandwidth {bw:.1f} GB/s "
-      f"(triad {float(lim['triad_gbs']):.1f}, f32 sgemv {float(lim['sgemv_gbs']):.1f}); "
+      f"(triad {float(lim['triad_gbs']):.1f}, read {float(lim['read_gbs']):.1f}, "
+      f"f32 sgemv {float(lim['sgemv_gbs']):.1f}); "
       f"sgemm {float(lim['sgemm_gflops']):.1f} GFLOP/s on OpenBLAS {lim['blas_core']}")
 print(f"shapes: Qwen2.5-{shapes.upper()}; {rounds} rounds alternating ours and llama.cpp, best of each "
-      f"(the verdicts); 'rounds:' each round's own ratio, its two engines a minute apart or less (a median "
-      f"far from the best-of ratio says the machine's speed moved during the runs)")
+      f"(the verdicts); 'rounds:' each round's own ratio, its two engines' runs back to back, ours first "
+      f"in odd rounds (a median far from the best-of ratio says the machine's speed moved)")
 verdict = lambda ok: "met" if ok else "MISSED"
 
 def llama_best(path_glob, select):
@@ -301,8 +326,8 @@ for d in dtypes:
               f"the product alone {float(lim['bf16_gemm_gflops']):.1f} GFLOP/s")
     # decode
     # One dict per round: depth -> its row.
-    rows = [{int(r["depth"]): r for r in depth_rows(p)}
-            for p in sorted(glob.glob(f"{out}/ours-decode-{d}-*.txt"))]
+    rows = [{depth: depth_rows(f"{out}/ours-decode-{d}-{r}-{depth}.txt")[0] for depth in (0, prompt)}
+            for r in range(1, rounds + 1)]
     read_bytes = float(keyvals(glob.glob(f"{out}/ours-prefill-{d}-*.txt")[0])["decode_read_bytes"])
     ll = llama_best(f"{out}/llama-decode-{d}-*.jsonl", tg)
     for depth in (0, prompt):
@@ -319,8 +344,8 @@ for d in dtypes:
               f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.3f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
         per_round = []
         for r in range(1, rounds + 1):
-            mine = {int(x["depth"]): x for x in depth_rows(f"{out}/ours-decode-{d}-{r}.txt")}[depth]
-            theirs = llama_round(f"{out}/llama-decode-{d}-{r}.jsonl", tg).get(depth, float("nan"))
+            mine = rows[r - 1][depth]
+            theirs = llama_round(f"{out}/llama-decode-{d}-{r}-{depth}.jsonl", tg).get(depth, float("nan"))
             per_round.append((mine["steps"] / 2) / mine["on_s"] / theirs)
         print(f"    {rounds_text(per_round)}")
         print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "
