@@ -187,6 +187,21 @@ best = 1.0 / num(ours, "decode_best_step_s") / dec_limit
 print(f"        fastest single step: {1.0 / num(ours, 'decode_best_step_s'):.2f} tok/s -> ratio {best:.2f} "
       f"(a shared machine's noise shows as a gap between the two ratios)")
 
+
+def bandwidth_before(name):
+    """The best of the bandwidth figures read just before a run (GB/s), or None."""
+    path = os.path.join(os.path.dirname(sys.argv[1]), f"bandwidth-{name}.txt")
+    if not os.path.exists(path):
+        return None
+    got = read(path)
+    return max(num(got, "triad_gbs"), num(got, "read_gbs"), num(got, "sgemv_gbs"))
+
+
+near = bandwidth_before("run")
+if near:
+    print(f"        against the bandwidth read just before the run ({near:.1f} GB/s): ratio "
+          f"{dec_tps * read_bytes / 1e9 / near:.3f}")
+
 flops = 2 * num(ours, "layer_params") + num(ours, "attn_flops_prefill") / n
 pre_tps = n / num(ours, "prefill_s")
 pre_limit = peak * 1e9 / flops
@@ -218,7 +233,9 @@ if coll:
 
 depth_rows = depth_rows(sys.argv[6])
 if depth_rows:
-    print("decode against context depth (capture off / on; limit: bandwidth over weights + KV read):")
+    near = bandwidth_before("depth")
+    print("decode against context depth (capture off / on; limit: bandwidth over weights + KV read"
+          + (f"; in brackets against the {near:.1f} GB/s read just before these runs" if near else "") + "):")
     base = None
     for row in depth_rows:
         half = row["steps"] / 2
@@ -229,7 +246,8 @@ if depth_rows:
             base = step_off
         share = max(0.0, 1.0 - base / step_off)
         print(f"  depth {int(row['depth']):>6}: {off:6.2f} / {on:6.2f} tok/s; limit {limit:6.2f} tok/s "
-              f"({(read_bytes + row['kv_read_bytes']) / 1e6:.0f} MB) -> {on / limit:.2f}; "
+              f"({(read_bytes + row['kv_read_bytes']) / 1e6:.0f} MB) -> {on / limit:.2f}"
+              + (f" [{on / limit * bw / near:.2f}]" if near else "") + "; "
               f"attention share of the step {share:.2f} (its growth over depth {int(depth_rows[0]['depth'])})")
 
 if hf:

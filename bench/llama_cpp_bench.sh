@@ -342,12 +342,16 @@ for d in dtypes:
         where = "from an empty cache" if depth == 0 else f"after {depth} tokens"
         print(f"  decode {where}, capture on: ours {best_on:.2f} tok/s (off {best_off:.2f}), llama.cpp "
               f"{llb:.2f} tok/s ({fa_text}) -> {ratio:.3f}x (target >= 1.0: {verdict(ratio >= 1.0)})")
-        per_round = []
+        per_round, of_near = [], []
         for r in range(1, rounds + 1):
             mine = rows[r - 1][depth]
             theirs = llama_round(f"{out}/llama-decode-{d}-{r}-{depth}.jsonl", tg).get(depth, float("nan"))
             per_round.append((mine["steps"] / 2) / mine["on_s"] / theirs)
+            near = keyvals(f"{out}/bandwidth-{d}-{r}-{depth}.txt")
+            near_bw = max(float(near[k]) for k in ("triad_gbs", "read_gbs", "sgemv_gbs"))
+            of_near.append((mine["steps"] / 2) / mine["on_s"] * (read_bytes + kv) / 1e9 / near_bw)
         print(f"    {rounds_text(per_round)}")
         print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "
               f"{best_on / limit:.3f} of the bandwidth limit (target >= 0.85: {verdict(best_on / limit >= 0.85)})")
+        print("    rounds against the bandwidth read just before each: " + " ".join(f"{x:.3f}" for x in of_near))
 PY
