@@ -29,7 +29,10 @@ static void print_help(FILE *out) {
         "vendor, family and model (CPUID's display values, as /proc/cpuinfo has them);\n"
         "then who multiplies the prompt's float32 products: our own GEMM (\"own\", the\n"
         "default on the avx2 path and on the avx512 path of an AMD Zen 5 or later,\n"
-        "family 26 on) or OpenBLAS's sgemm (\"blas\"; MEMDECAY_CPU_GEMM chooses).\n"
+        "family 26 on) or OpenBLAS's sgemm (\"blas\"; MEMDECAY_CPU_GEMM chooses);\n"
+        "then where the 2-D weights are read: a copy in the process's memory (\"copy\",\n"
+        "the default) or the checkpoint's mapping (\"mapped\", shared by the processes\n"
+        "of one machine; MEMDECAY_CPU_WEIGHTS chooses).\n"
         "The BLAS's line follows: the library, the OpenBLAS core (kernel set) it runs,\n"
         "the best core for this CPU, and who chose it (the program switches to the\n"
         "best core unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the\n"
@@ -61,6 +64,10 @@ static void describe(const char *name, const md_kernels *k, int threads) {
     const char *asked = getenv(MD_DEVICE_ENV_CPU_GEMM);
     printf("prompt gemm: %s", md_kernels_cpu_gemm(k));
     if (asked && *asked) printf(" (" MD_DEVICE_ENV_CPU_GEMM "=%s)", asked);
+    putchar('\n');
+    const char *placed = getenv(MD_DEVICE_ENV_CPU_WEIGHTS);
+    printf("weights: %s", md_kernels_cpu_weights(k));
+    if (placed && *placed) printf(" (" MD_DEVICE_ENV_CPU_WEIGHTS "=%s)", placed);
     putchar('\n');
     return;
   }

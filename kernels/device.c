@@ -40,6 +40,10 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
     if (gemm && *gemm && !md_cpu_gemm_parse(gemm, &cpu.gemm))
       return md_fail(err, MD_E_INVALID,
                      MD_DEVICE_ENV_CPU_GEMM " is '%s'; expected auto, own or blas", gemm);
+    const char *weights = getenv(MD_DEVICE_ENV_CPU_WEIGHTS);
+    if (weights && *weights && !md_cpu_weights_parse(weights, &cpu.weights))
+      return md_fail(err, MD_E_INVALID,
+                     MD_DEVICE_ENV_CPU_WEIGHTS " is '%s'; expected copy or mapped", weights);
     return md_kernels_cpu_new(&cpu, kernels, err);
   }
   int ordinal = cuda_ordinal(name);

@@ -31,15 +31,21 @@ bool md_device_cuda_built(void);
 
 /* The environment variable that chooses who multiplies the CPU back end's
  * float32 prompt products: auto (the default, also when unset or empty:
- * ours on the avx2 path, OpenBLAS on the others), own or blas
- * (md_cpu_gemm). */
+ * ours on the avx2 path and on an AMD Zen 5's or later avx512 path,
+ * OpenBLAS on the others), own or blas (md_cpu_gemm). */
 #define MD_DEVICE_ENV_CPU_GEMM "MEMDECAY_CPU_GEMM"
 
-/* Creates the back end. Fails with MD_E_INVALID for an unknown device name
- * or MEMDECAY_CPU_KERNELS value or for exact_gemm with bf16_gemm, and MD_E_DEVICE when CUDA was asked for but
- * this build has no CUDA back end or the machine has no usable GPU, or when
- * MEMDECAY_CPU_KERNELS asks for a path this CPU cannot run, or bf16_gemm for
- * a CPU without AVX-512 BF16 (the message says which). */
+/* The environment variable that chooses where the CPU back end reads its
+ * 2-D weights: copy (the default, also when unset or empty) or mapped
+ * (md_cpu_weights). */
+#define MD_DEVICE_ENV_CPU_WEIGHTS "MEMDECAY_CPU_WEIGHTS"
+
+/* Creates the back end. Fails with MD_E_INVALID for an unknown device name,
+ * an unknown MEMDECAY_CPU_KERNELS, MEMDECAY_CPU_GEMM or MEMDECAY_CPU_WEIGHTS
+ * value, or exact_gemm with bf16_gemm; with MD_E_DEVICE when CUDA was asked
+ * for but this build has no CUDA back end or the machine has no usable GPU,
+ * when MEMDECAY_CPU_KERNELS asks for a path this CPU cannot run, or
+ * bf16_gemm for a CPU without AVX-512 BF16 (the message says which). */
 md_status md_device_open(const md_device_options *options, md_kernels **kernels, md_error *err);
 
 #endif

@@ -11,7 +11,10 @@
  * shared, and a memory-mapped tensor's pages are dropped as it is copied),
  * the CUDA back end to device memory (2-D weights in that dtype); both
  * convert 1-D ones to F32. The tensor's memory is not read after
- * weight_new returns. All activations are float32, row-major.
+ * weight_new returns, except by a CPU back end made with
+ * MD_CPU_WEIGHTS_MAPPED (MEMDECAY_CPU_WEIGHTS=mapped), which reads 2-D
+ * weights where they lie; weight_new's contract (the tensor outlives the
+ * weight) covers both. All activations are float32, row-major.
  *
  * Shapes. A "row" is one token. A matrix of n rows and d columns is n*d
  * consecutive floats. Weight matrices are [out, in] row-major as in the

@@ -1,7 +1,8 @@
 /* The CPU back end's ops table: buffers are plain float arrays; 2-D
  * weights are copies of the tensors in their file dtype in this process's
  * anonymous memory (resident_copy says why), shared by the weights made
- * from one tensor (a tied LM head and its embedding); 1-D weights (norms,
+ * from one tensor (a tied LM head and its embedding), or with
+ * MD_CPU_WEIGHTS_MAPPED the tensors where they lie; 1-D weights (norms,
  * biases) are converted to f32 once. */
 #include <cblas.h>
 #include <math.h>
@@ -53,7 +54,7 @@ struct md_kweight {
   int64_t rows, cols;   /* [rows, cols]; 1-D tensors have rows = 1 */
   const void *data;     /* file dtype: the resident copy; for 1-D weights, `converted` */
   float *converted;     /* owned f32 copy of a 1-D weight, else NULL */
-  resident_copy *resident; /* 2-D weights: the shared copy */
+  resident_copy *resident; /* 2-D weights: the shared copy (NULL when mapped) */
 };
 
 typedef struct cpu_kernels {
@@ -71,6 +72,7 @@ typedef struct cpu_kernels {
   size_t f32_w_floats;
   float *row_scratch;   /* one normalised row for the LM head */
   size_t row_scratch_n;
+  md_cpu_weights weights; /* copy or read the 2-D weights in place */
   md_status deferred;   /* first allocation failure inside a compute op */
   resident_copy *resident; /* the 2-D weights' copies */
 } cpu_kernels;
@@ -252,6 +254,11 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
                      t->name ? t->name : "?");
     }
     size_t nbytes = (size_t)w->rows * (size_t)w->cols * esize;
+    if (c->weights == MD_CPU_WEIGHTS_MAPPED) { /* read in place (weight_new's contract) */
+      w->data = t->data;
+      *out = w;
+      return MD_OK;
+    }
     w->resident = resident_for(c, t, nbytes);
     if (!w->resident) {
       free(w);
@@ -718,6 +725,9 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   md_cpu_gemm gemm = options ? options->gemm : MD_CPU_GEMM_AUTO;
   if ((unsigned)gemm > MD_CPU_GEMM_BLAS)
     return md_fail(err, MD_E_INVALID, "cpu kernels: unknown prompt GEMM %d", (int)gemm);
+  md_cpu_weights weights = options ? options->weights : MD_CPU_WEIGHTS_COPY;
+  if ((unsigned)weights > MD_CPU_WEIGHTS_MAPPED)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: unknown weights placement %d", (int)weights);
   if (gemm == MD_CPU_GEMM_OWN && isa == MD_CPU_ISA_PORTABLE)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: our prompt GEMM (MEMDECAY_CPU_GEMM=own) runs "
                    "with the avx2 or avx512 kernels, not the portable ones");
@@ -734,6 +744,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->isa = isa;
   c->gemm_scratch = scratch;
   c->bf16_gemm = bf16_gemm;
+  c->weights = weights;
   /* auto: ours where it measured faster than OpenBLAS's sgemm (cpu.h). */
   bool own_faster = isa == MD_CPU_ISA_AVX2 ||
                     (isa == MD_CPU_ISA_AVX512 && md_cpu_amd_zen5_or_later(&facts));
@@ -754,6 +765,17 @@ bool md_kernels_cpu_bf16_gemm(const md_kernels *k) {
 
 const char *md_kernels_cpu_gemm(const md_kernels *k) {
   return ((const cpu_kernels *)k)->own_gemm ? "own" : "blas";
+}
+
+const char *md_kernels_cpu_weights(const md_kernels *k) {
+  return ((const cpu_kernels *)k)->weights == MD_CPU_WEIGHTS_MAPPED ? "mapped" : "copy";
+}
+
+bool md_cpu_weights_parse(const char *name, md_cpu_weights *weights) {
+  if (!strcmp(name, "copy")) *weights = MD_CPU_WEIGHTS_COPY;
+  else if (!strcmp(name, "mapped")) *weights = MD_CPU_WEIGHTS_MAPPED;
+  else return false;
+  return true;
 }
 
 bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm) {

@@ -39,6 +39,21 @@ typedef enum md_cpu_gemm {
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
 } md_cpu_gemm;
 
+/* Where the 2-D weights are read from (the MEMDECAY_CPU_WEIGHTS setting,
+ * kernels/device.h). Either way the products are the same bits. */
+typedef enum md_cpu_weights {
+  MD_CPU_WEIGHTS_COPY = 0, /* a copy in this process's memory, the mapped
+                              file's pages dropped as each is copied: the
+                              decode step's weights streamed 15% faster so
+                              on an Intel Xeon (backend.c; within 3% on an
+                              AMD Zen 5), but each process holds its own
+                              copy */
+  MD_CPU_WEIGHTS_MAPPED,   /* where the tensor lies (the checkpoint's
+                              mapping): processes of one machine on one
+                              checkpoint share its page cache, for example
+                              several shard tasks on one node */
+} md_cpu_weights;
+
 typedef struct md_cpu_options {
   int threads;            /* OpenMP and OpenBLAS threads; 0 = all cores */
   md_cpu_kernels kernels; /* 0 = the best this CPU runs */
@@ -49,6 +64,7 @@ typedef struct md_cpu_options {
                              arithmetic. Other dtypes and decode steps are
                              float32 either way. */
   md_cpu_gemm gemm;       /* 0 = auto */
+  md_cpu_weights weights; /* 0 = copy */
 } md_cpu_options;
 
 /* Creates a CPU back end. `options` may be NULL (all cores, best kernels).
@@ -73,6 +89,14 @@ const char *md_kernels_cpu_gemm(const md_kernels *k);
 /* "auto", "own", "blas" -> the value; false for anything else (the
  * MEMDECAY_CPU_GEMM setting, kernels/device.h). */
 bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm);
+
+/* Where the back end reads its 2-D weights: "copy" or "mapped"
+ * (md_cpu_options.weights). */
+const char *md_kernels_cpu_weights(const md_kernels *k);
+
+/* "copy", "mapped" -> the value; false for anything else (the
+ * MEMDECAY_CPU_WEIGHTS setting, kernels/device.h). */
+bool md_cpu_weights_parse(const char *name, md_cpu_weights *weights);
 
 /* The kernel paths this CPU runs, narrowest first (portable always):
  * fills `paths` (room for 3) and returns how many. For tests and

@@ -929,6 +929,89 @@ static void test_weights_are_copies(md_kernels *k) {
   k->ops->buf_free(k, eb);
 }
 
+/* MD_CPU_WEIGHTS_MAPPED reads the tensor where it lies and gives the copy's
+ * bits: a BF16 and an F32 matrix multiplied by one row (decode) and by
+ * several (the prompt's GEMM) on a mapped and a copying back end, compared
+ * whole; then the tensor is changed in place, which the mapped back end
+ * sees and the copying one does not. */
+static void test_weights_mapped(md_cpu_kernels path) {
+  enum { ROWS = 67, COLS = 96, N = 9 };
+  md_cpu_options copy_options = {.threads = 2, .kernels = path};
+  md_cpu_options mapped_options = {.threads = 2, .kernels = path, .weights = MD_CPU_WEIGHTS_MAPPED};
+  md_kernels *copy = NULL, *mapped = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&copy_options, &copy, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&mapped_options, &mapped, &err) == MD_OK);
+  CHECK(!strcmp(md_kernels_cpu_weights(copy), "copy") && !strcmp(md_kernels_cpu_weights(mapped), "mapped"));
+  uint16_t *bf16 = malloc((size_t)ROWS * COLS * sizeof *bf16);
+  float *f32 = malloc((size_t)ROWS * COLS * sizeof *f32), x[N * COLS];
+  for (int i = 0; i < ROWS * COLS; i++) {
+    f32[i] = uniform(-1.0f, 1.0f);
+    union { float f; uint32_t u; } v = {.f = f32[i]};
+    bf16[i] = (uint16_t)(v.u >> 16);
+  }
+  for (int i = 0; i < N * COLS; i++) x[i] = uniform(-1.0f, 1.0f);
+  const void *tables[2] = {bf16, f32};
+  const md_dtype dtypes[2] = {MD_DTYPE_BF16, MD_DTYPE_F32};
+  for (int d = 0; d < 2; d++) {
+    md_tensor tc, tm;
+    md_kweight *wc = weight(copy, &tc, tables[d], dtypes[d], ROWS, COLS);
+    md_kweight *wm = weight(mapped, &tm, tables[d], dtypes[d], ROWS, COLS);
+    md_kbuf *xc = upload(copy, x, N * COLS), *xm = upload(mapped, x, N * COLS), *yc = NULL, *ym = NULL;
+    CHECK(copy->ops->buf_new(copy, N * ROWS, &yc, &err) == MD_OK);
+    CHECK(mapped->ops->buf_new(mapped, N * ROWS, &ym, &err) == MD_OK);
+    float *before[2] = {NULL, NULL}; /* pass 0's products, 1 row and N rows */
+    for (int pass = 0; pass < 2; pass++) {
+      for (int64_t n = 1; n <= N; n += N - 1) {
+        float **kept = &before[n == N];
+        copy->ops->matmul(copy, yc, xc, wc, NULL, n);
+        mapped->ops->matmul(mapped, ym, xm, wm, NULL, n);
+        float *c = download(copy, yc, (size_t)(n * ROWS)), *m = download(mapped, ym, (size_t)(n * ROWS));
+        if (pass == 0) {
+          CHECK_MSG(memcmp(c, m, (size_t)(n * ROWS) * sizeof(float)) == 0,
+                    "%s, %lld rows: the mapped weight's products are not the copy's",
+                    d ? "f32" : "bf16", (long long)n);
+        } else {
+          /* Row 3 of the tensor was doubled (exact in both dtypes). */
+          for (int64_t i = 0; i < n; i++)
+            for (int r = 0; r < ROWS; r++) {
+              size_t at = (size_t)(i * ROWS + r);
+              CHECK_MSG(c[at] == (*kept)[at], "the copy saw the tensor change (row %d)", r);
+              float want = r == 3 ? 2.0f * (*kept)[at] : (*kept)[at];
+              CHECK_MSG(m[at] == want, "mapped, %s, row %d: %g, want %g", d ? "f32" : "bf16", r, m[at], want);
+            }
+        }
+        if (pass == 0) *kept = c;
+        else free(c);
+        free(m);
+      }
+      if (pass == 0) {
+        for (int j = 0; j < COLS; j++) {
+          if (d == 0) bf16[3 * COLS + j] = (uint16_t)(bf16[3 * COLS + j] + 0x80); /* exponent + 1 */
+          else f32[3 * COLS + j] *= 2.0f;
+        }
+      }
+    }
+    free(before[0]);
+    free(before[1]);
+    copy->ops->weight_free(copy, wc);
+    mapped->ops->weight_free(mapped, wm);
+    copy->ops->buf_free(copy, xc), copy->ops->buf_free(copy, yc);
+    mapped->ops->buf_free(mapped, xm), mapped->ops->buf_free(mapped, ym);
+  }
+  free(bf16);
+  free(f32);
+  md_kernels_free(copy);
+  md_kernels_free(mapped);
+  md_cpu_weights parsed;
+  CHECK(md_cpu_weights_parse("mapped", &parsed) && parsed == MD_CPU_WEIGHTS_MAPPED);
+  CHECK(md_cpu_weights_parse("copy", &parsed) && parsed == MD_CPU_WEIGHTS_COPY);
+  CHECK(!md_cpu_weights_parse("Mapped", &parsed) && !md_cpu_weights_parse("", &parsed));
+  md_cpu_options bad = {.weights = (md_cpu_weights)5};
+  md_kernels *k = NULL;
+  CHECK(md_kernels_cpu_new(&bad, &k, &err) == MD_E_INVALID);
+}
+
 static void test_backend(md_cpu_kernels path) {
   md_cpu_options options = {.threads = 2, .kernels = path};
   md_kernels *k = NULL;
@@ -945,6 +1028,7 @@ static void test_backend(md_cpu_kernels path) {
   test_kv_compact(k);
   md_kernels_free(k);
   test_decode_split(path);
+  test_weights_mapped(path);
   md_cpu_options negative = {.threads = -1};
   CHECK(md_kernels_cpu_new(&negative, &k, &err) == MD_E_INVALID);
 }
