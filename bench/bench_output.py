@@ -1,9 +1,12 @@
 """What bench/inference_bench prints, read back by the bench scripts' summaries
 (bench/inference_bench.sh, bench/llama_cpp_bench.sh)."""
 
+# The bandwidth readings (`inference_bench limits` and `bandwidth`); the limit
+# is the best of them (bandwidth()).
+BANDWIDTH = ("triad_gbs", "read_gbs", "sgemv_gbs")
 # The limits `inference_bench limits` measures; a script reads them before and
 # after its runs and keeps the better reading of each.
-LIMITS = ("fma_peak_gflops", "triad_gbs", "read_gbs", "sgemv_gbs", "sgemm_gflops")
+LIMITS = ("fma_peak_gflops",) + BANDWIDTH + ("sgemm_gflops",)
 # Only on CPUs with AVX-512 BF16.
 OPTIONAL_LIMITS = ("bf16_dot_peak_gflops", "bf16_gemm_gflops")
 
@@ -38,3 +41,9 @@ def better_limits(before_path, after_path, *between_paths):
             if key in before and key in other:
                 before[key] = str(max(float(before[key]), float(other[key])))
     return before
+
+
+def bandwidth(readings):
+    """The bandwidth limit of one set of readings (GB/s): the best of the
+    triad, the read-only stream and the f32 sgemv."""
+    return max(float(readings[key]) for key in BANDWIDTH)

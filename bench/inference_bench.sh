@@ -157,14 +157,14 @@ python3 - "$work/limits.txt" "$work/ours.txt" "$work/hf.txt" "$hf_decode" "$work
 import glob, os, sys
 
 sys.path.insert(0, "bench")
-from bench_output import better_limits, depth_rows, keyvals as read
+from bench_output import bandwidth, better_limits, depth_rows, keyvals as read
 
 lim = better_limits(sys.argv[1], sys.argv[7],
                     *sorted(glob.glob(os.path.join(os.path.dirname(sys.argv[1]), "bandwidth-*.txt"))))
 ours, hf = read(sys.argv[2]), read(sys.argv[3])
 coll = read(sys.argv[5])
 num = lambda d, k: float(d[k])
-bw = max(num(lim, "triad_gbs"), num(lim, "read_gbs"), num(lim, "sgemv_gbs"))
+bw = bandwidth(lim)
 n, steps = num(ours, "prompt_tokens"), num(ours, "decode_steps")
 verdict = lambda ok: "ok" if ok else "BELOW TARGET"
 print(f"threads {ours['threads'].strip()}, kernels {ours['isa'].strip()}, "
@@ -193,8 +193,7 @@ def bandwidth_before(name):
     path = os.path.join(os.path.dirname(sys.argv[1]), f"bandwidth-{name}.txt")
     if not os.path.exists(path):
         return None
-    got = read(path)
-    return max(num(got, "triad_gbs"), num(got, "read_gbs"), num(got, "sgemv_gbs"))
+    return bandwidth(read(path))
 
 
 near = bandwidth_before("run")

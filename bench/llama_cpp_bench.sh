@@ -229,12 +229,12 @@ out, rounds, dtypes, prompt, shapes, version, commit = sys.argv[1:8]
 rounds, prompt, dtypes = int(rounds), int(prompt), dtypes.split()
 
 sys.path.insert(0, "bench")
-from bench_output import better_limits, depth_rows, keyvals
+from bench_output import bandwidth, better_limits, depth_rows, keyvals
 
 lim = better_limits(f"{out}/limits.txt", f"{out}/limits-after.txt",
                     *sorted(glob.glob(f"{out}/bandwidth-*.txt")))
 peak = float(lim["fma_peak_gflops"])
-bw = max(float(lim["triad_gbs"]), float(lim["read_gbs"]), float(lim["sgemv_gbs"]))
+bw = bandwidth(lim)
 print(f"llama.cpp: llama-cpp-python {version} sdist" + (f", llama.cpp {commit}" if commit else "") +
       f", GGML_NATIVE; OpenBLAS core {lim['blas_core']}; threads {lim['threads']}; "
       f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}")
@@ -347,8 +347,7 @@ for d in dtypes:
             mine = rows[r - 1][depth]
             theirs = llama_round(f"{out}/llama-decode-{d}-{r}-{depth}.jsonl", tg).get(depth, float("nan"))
             per_round.append((mine["steps"] / 2) / mine["on_s"] / theirs)
-            near = keyvals(f"{out}/bandwidth-{d}-{r}-{depth}.txt")
-            near_bw = max(float(near[k]) for k in ("triad_gbs", "read_gbs", "sgemv_gbs"))
+            near_bw = bandwidth(keyvals(f"{out}/bandwidth-{d}-{r}-{depth}.txt"))
             of_near.append((mine["steps"] / 2) / mine["on_s"] * (read_bytes + kv) / 1e9 / near_bw)
         print(f"    {rounds_text(per_round)}")
         print(f"    limit {limit:.2f} tok/s ({(read_bytes + kv) / 1e6:.0f} MB read per step) -> "

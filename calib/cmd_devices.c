@@ -50,6 +50,15 @@ static void print_help(FILE *out) {
         out);
 }
 
+/* "LABEL: VALUE", and " (ENV=SETTING)" when the environment variable that
+ * chose it is set. */
+static void print_choice(const char *label, const char *value, const char *env) {
+  const char *asked = getenv(env);
+  printf("%s: %s", label, value);
+  if (asked && *asked) printf(" (%s=%s)", env, asked);
+  putchar('\n');
+}
+
 /* One line for an opened back end; the CPU's is followed by its features. */
 static void describe(const char *name, const md_kernels *k, int threads) {
   if (!strcmp(k->ops->name, "cpu")) {
@@ -61,14 +70,8 @@ static void describe(const char *name, const md_kernels *k, int threads) {
     printf("cpu features: %s\n", md_cpu_facts_describe(&facts, words, sizeof words));
     printf("cpu id: %s, family %d, model %d\n", md_cpu_vendor_name(facts.vendor), facts.family,
            facts.model);
-    const char *asked = getenv(MD_DEVICE_ENV_CPU_GEMM);
-    printf("prompt gemm: %s", md_kernels_cpu_gemm(k));
-    if (asked && *asked) printf(" (" MD_DEVICE_ENV_CPU_GEMM "=%s)", asked);
-    putchar('\n');
-    const char *placed = getenv(MD_DEVICE_ENV_CPU_WEIGHTS);
-    printf("weights: %s", md_kernels_cpu_weights(k));
-    if (placed && *placed) printf(" (" MD_DEVICE_ENV_CPU_WEIGHTS "=%s)", placed);
-    putchar('\n');
+    print_choice("prompt gemm", md_kernels_cpu_gemm(k), MD_DEVICE_ENV_CPU_GEMM);
+    print_choice("weights", md_kernels_cpu_weights(k), MD_DEVICE_ENV_CPU_WEIGHTS);
     return;
   }
 #if MD_HAVE_CUDA

@@ -254,18 +254,17 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
                      t->name ? t->name : "?");
     }
     size_t nbytes = (size_t)w->rows * (size_t)w->cols * esize;
-    if (c->weights == MD_CPU_WEIGHTS_MAPPED) { /* read in place (weight_new's contract) */
-      w->data = t->data;
-      *out = w;
-      return MD_OK;
+    if (c->weights == MD_CPU_WEIGHTS_MAPPED) {
+      w->data = t->data; /* read in place (weight_new's contract) */
+    } else {
+      w->resident = resident_for(c, t, nbytes);
+      if (!w->resident) {
+        free(w);
+        return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory for a copy of '%s' (%zu bytes)",
+                       t->name ? t->name : "?", nbytes);
+      }
+      w->data = w->resident->copy;
     }
-    w->resident = resident_for(c, t, nbytes);
-    if (!w->resident) {
-      free(w);
-      return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory for a copy of '%s' (%zu bytes)",
-                     t->name ? t->name : "?", nbytes);
-    }
-    w->data = w->resident->copy;
   } else {
     w->converted = malloc((size_t)w->cols * sizeof(float));
     if (!w->converted) {
@@ -767,15 +766,20 @@ const char *md_kernels_cpu_gemm(const md_kernels *k) {
   return ((const cpu_kernels *)k)->own_gemm ? "own" : "blas";
 }
 
+/* md_cpu_weights' names, in the enum's order. */
+static const char *const weights_names[] = {"copy", "mapped"};
+
 const char *md_kernels_cpu_weights(const md_kernels *k) {
-  return ((const cpu_kernels *)k)->weights == MD_CPU_WEIGHTS_MAPPED ? "mapped" : "copy";
+  return weights_names[((const cpu_kernels *)k)->weights];
 }
 
 bool md_cpu_weights_parse(const char *name, md_cpu_weights *weights) {
-  if (!strcmp(name, "copy")) *weights = MD_CPU_WEIGHTS_COPY;
-  else if (!strcmp(name, "mapped")) *weights = MD_CPU_WEIGHTS_MAPPED;
-  else return false;
-  return true;
+  for (int i = 0; i < (int)(sizeof weights_names / sizeof weights_names[0]); i++)
+    if (!strcmp(name, weights_names[i])) {
+      *weights = (md_cpu_weights)i;
+      return true;
+    }
+  return false;
 }
 
 bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm) {
