@@ -25,3 +25,20 @@ bench_blas_core() {
     fi
   fi
 }
+
+# Builds the project (.ci/build) unless $1 is 0 (a script's --no-build: the
+# build already in $MD_BUILD_DIR, default ./build, is used as it is, for
+# example one made before the script's run or on another machine of the
+# same architecture), then checks that the programs $3... are there; $2 is
+# the script's name for the message.
+bench_build() {
+  _do_build=$1 _script=$2
+  shift 2
+  if [ "$_do_build" = 1 ]; then .ci/build >/dev/null; fi
+  for _program in "$@"; do
+    if [ ! -x "${MD_BUILD_DIR:-build}/$_program" ]; then
+      echo "$_script: ${MD_BUILD_DIR:-build}/$_program is missing (build first: .ci/build)" >&2
+      exit 2
+    fi
+  done
+}

@@ -9,7 +9,9 @@
 #   eval prefill rate / decode rate       the chunks are matrix-matrix: > 1
 #   eval decode rate / collect's           the policy's and eviction's cost
 #
-#   bench/eval_bench.sh [--threads N] [--model DIR] [--work DIR]
+#   bench/eval_bench.sh [--threads N] [--model DIR] [--work DIR] [--no-build]
+#
+# --no-build: use the build in $MD_BUILD_DIR (default build) as it is.
 #
 # Runs the two programs one after the other, alternating tiers, with
 # OMP_WAIT_POLICY as set (see inference_bench.sh: set it to passive on a
@@ -20,19 +22,21 @@ threads=$(nproc)
 model=data/models/qwen2-tiny
 config=data/golden/qwen2-tiny-agent-450.json
 work=build/bench-work/eval
+build_first=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
     --config) config=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
+    --no-build) build_first=0; shift ;;
     *) echo "eval_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-.ci/build >/dev/null
+. bench/common.sh
+bench_build "$build_first" eval_bench.sh calib/memdecay-calibrate
 bin=${MD_BUILD_DIR:-build}/calib/memdecay-calibrate
 rm -rf "$work" && mkdir -p "$work"
-. bench/common.sh
 bench_cpu_line
 echo "threads: $threads; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; $(date -u +%Y-%m-%d)"
 

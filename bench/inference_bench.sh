@@ -33,7 +33,9 @@
 #                            [--capture-steps N] [--collect-episodes 2]
 #                            [--collect-steps 64] [--no-collect]
 #                            [--depths 0,1024,4096,16384] [--depth-steps 32]
-#                            [--no-depth] [--no-ops]
+#                            [--no-depth] [--no-ops] [--no-build]
+#
+# --no-build uses the build in $MD_BUILD_DIR (default build) as it is.
 #
 # Needs python3 with torch, transformers, safetensors and numpy (for the
 # checkpoint and the HF side). Timings on a busy machine are noisy: run it on
@@ -58,6 +60,7 @@ depths=0,1024,4096,16384
 depth_steps=32
 run_depth=1
 run_ops=1
+build_first=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -73,6 +76,7 @@ while [ $# -gt 0 ]; do
     --depth-steps) depth_steps=$2; shift 2 ;;
     --no-depth) run_depth=0; shift ;;
     --no-ops) run_ops=0; shift ;;
+    --no-build) build_first=0; shift ;;
     --work) work=$2; shift 2 ;;
     *) echo "inference_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -80,9 +84,9 @@ done
 : "${hf_decode:=$decode}"
 : "${capture_steps:=$decode}"
 
-.ci/build >/dev/null
-bench=${MD_BUILD_DIR:-build}/bench/inference_bench
 . bench/common.sh
+bench_build "$build_first" inference_bench.sh bench/inference_bench calib/memdecay-calibrate
+bench=${MD_BUILD_DIR:-build}/bench/inference_bench
 bench_blas_core "${MD_BUILD_DIR:-build}"
 mkdir -p "$work"
 ckpt=$work/qwen05-shapes-bf16

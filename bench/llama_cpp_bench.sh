@@ -43,7 +43,11 @@
 #   bench/llama_cpp_bench.sh [--threads N] [--prompt 1700] [--decode 64]
 #                            [--rounds 2] [--dtypes "bf16 f32"]
 #                            [--shapes 0.5b|1.5b] [--llama-cpp-python 0.3.36]
-#                            [--work DIR]
+#                            [--work DIR] [--no-build]
+#
+# --no-build uses the build in $MD_BUILD_DIR (default build) as it is. A
+# llama.cpp tree already in WORK/llama-cpp-python-VERSION/vendor/llama.cpp
+# (the sdist, extracted) is built without fetching it.
 #
 # Needs cmake, a C++ compiler, network access to PyPI on the first run, and
 # python3 with torch, transformers, safetensors, numpy and sentencepiece (the
@@ -61,6 +65,7 @@ dtypes="bf16 f32"
 shapes=0.5b
 llama_version=0.3.36
 work=build/bench-work
+build_first=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
@@ -71,6 +76,7 @@ while [ $# -gt 0 ]; do
     --shapes) shapes=$2; shift 2 ;;
     --llama-cpp-python) llama_version=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
+    --no-build) build_first=0; shift ;;
     -h|--help) sed -n '2,/^set -eu$/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "llama_cpp_bench.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
@@ -94,7 +100,8 @@ if [ -n "$missing" ]; then
 fi
 command -v cmake >/dev/null || { echo "llama_cpp_bench.sh: needs cmake" >&2; exit 1; }
 
-.ci/build >/dev/null
+. bench/common.sh
+bench_build "$build_first" llama_cpp_bench.sh bench/inference_bench calib/memdecay-calibrate
 build=${MD_BUILD_DIR:-build}
 bench=$build/bench/inference_bench
 mkdir -p "$work"
@@ -102,7 +109,6 @@ out=$work/llama-vs-ours-$shapes
 rm -rf "$out"
 mkdir -p "$out"
 
-. bench/common.sh
 bench_blas_core "$build"
 
 # ---- llama.cpp from PyPI's llama-cpp-python sdist ---------------------------------
