@@ -49,6 +49,14 @@
  *       depth's times and the KV-cache bytes a step reads there. With
  *       --warmup, one untimed decode step runs first (then the cache is
  *       emptied), as llama-bench's warm-up generation.
+ *   inference_bench attention [--keys 4096] [--heads 14] [--kv-heads 2]
+ *                             [--head-dim 64] [--rounds 5] [--threads N]
+ *       decode attention alone (one query row against a cache of --keys
+ *       positions; Qwen2.5-0.5B's heads by default, 1.5B's are --heads 12
+ *       --head-dim 128), over enough caches in turn (256 MiB) that each
+ *       comes from memory as a decode step's do; the best of the rounds as
+ *       GB/s of keys and values read, on the path the program runs
+ *       (MEMDECAY_CPU_KERNELS=avx2 measures the AVX2 one).
  *
  * Output is "key value" lines for the script to read. */
 #include <cblas.h>
@@ -737,11 +745,94 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   return 0;
 }
 
+/* Decode attention alone, as a decode step runs it: one query row (n = 1)
+ * against caches of `keys` positions, one cache after another so that each
+ * comes from memory as a layer's does after the step's weights went
+ * through (caches enough for 256 MiB, at least 4), on the back end the
+ * program opens (MEMDECAY_CPU_KERNELS chooses the path). Prints the best of
+ * `rounds` passes over all the caches, as GB/s of keys and values read. */
+static int cmd_attention(int64_t keys, int heads, int kv_heads, int head_dim, int threads,
+                         int rounds) {
+  if (keys < 1 || kv_heads < 1 || heads < kv_heads || heads % kv_heads || head_dim < 1 ||
+      rounds < 1) {
+    fprintf(stderr, "inference_bench attention: needs --keys >= 1, --heads a multiple of "
+                    "--kv-heads, --head-dim >= 1, --rounds >= 1\n");
+    return 2;
+  }
+  md_error err;
+  md_kernels *k = NULL;
+  md_device_options device = {.device = "cpu", .threads = threads};
+  if (md_device_open(&device, &k, &err) != MD_OK) return fail(&err);
+  size_t cache_floats = (size_t)2 * (size_t)kv_heads * (size_t)keys * (size_t)head_dim;
+  size_t cache_bytes = cache_floats * sizeof(float);
+  int64_t caches = (int64_t)(((size_t)256 << 20) / cache_bytes) + 1;
+  if (caches < 4) caches = 4;
+  md_kbuf **cache = calloc((size_t)caches, sizeof *cache);
+  size_t row_floats = (size_t)heads * (size_t)head_dim;
+  float *host = malloc((cache_floats > row_floats ? cache_floats : row_floats) * sizeof(float));
+  md_kbuf *q = NULL, *out = NULL;
+  int status = 1;
+  if (!cache || !host) {
+    fprintf(stderr, "inference_bench: out of memory\n");
+    goto done;
+  }
+  uint64_t state = 1;
+  for (size_t i = 0; i < cache_floats; i++) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    host[i] = (float)((state >> 40) % 2001) * 1e-3f - 1.0f;
+  }
+  for (int64_t c = 0; c < caches; c++)
+    if (k->ops->buf_new(k, cache_floats, &cache[c], &err) != MD_OK ||
+        k->ops->buf_write(k, cache[c], 0, cache_floats, host, &err) != MD_OK) {
+      status = fail(&err);
+      goto done;
+    }
+  if (k->ops->buf_new(k, row_floats, &q, &err) != MD_OK ||
+      k->ops->buf_write(k, q, 0, row_floats, host, &err) != MD_OK ||
+      k->ops->buf_new(k, row_floats, &out, &err) != MD_OK) {
+    status = fail(&err);
+    goto done;
+  }
+  md_attn_shape shape = {.n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim,
+                         .capacity = keys};
+  double best = INFINITY;
+  for (int r = 0; r <= rounds; r++) { /* round 0 untimed */
+    double t0 = now();
+    for (int64_t c = 0; c < caches; c++)
+      k->ops->attention(k, out, q, cache[c], &shape, keys - 1, 1, NULL, NULL);
+    if (k->ops->sync(k, &err) != MD_OK) {
+      status = fail(&err);
+      goto done;
+    }
+    double t = now() - t0;
+    if (r > 0 && t < best) best = t;
+  }
+  printf("attention_isa %s\nthreads %d\nkeys %lld\nheads %d\nkv_heads %d\nhead_dim %d\n"
+         "caches %lld\ncall_us %.2f\nkv_gbs %.3f\n",
+         md_kernels_cpu_isa(k), threads, (long long)keys, heads, kv_heads, head_dim,
+         (long long)caches, best / (double)caches * 1e6,
+         (double)caches * (double)cache_bytes / best / 1e9);
+  status = 0;
+done:
+  if (cache)
+    for (int64_t c = 0; c < caches; c++)
+      if (cache[c]) k->ops->buf_free(k, cache[c]);
+  if (q) k->ops->buf_free(k, q);
+  if (out) k->ops->buf_free(k, out);
+  free(cache);
+  free(host);
+  md_kernels_free(k);
+  return status;
+}
+
 int main(int argc, char **argv) {
   int threads = omp_get_num_procs();
   int64_t decode_steps = 256, capture_steps = -1, depth_steps = 32;
   bool prefill_capture = false, warmup = false;
   const char *depths = "0,1024,4096,16384";
+  /* attention: Qwen2.5-0.5B's heads at 4,096 keys by default. */
+  int64_t attn_keys = 4096;
+  int attn_heads = 14, attn_kv_heads = 2, attn_head_dim = 64, attn_rounds = 5;
   const char *positional[3] = {0};
   int npos = 0;
   for (int i = 1; i < argc; i++) {
@@ -753,6 +844,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--bf16-gemm")) bf16_gemm = true;
     else if (!strcmp(argv[i], "--depths") && i + 1 < argc) depths = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) depth_steps = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--keys") && i + 1 < argc) attn_keys = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--heads") && i + 1 < argc) attn_heads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--kv-heads") && i + 1 < argc) attn_kv_heads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--head-dim") && i + 1 < argc) attn_head_dim = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) attn_rounds = atoi(argv[++i]);
     else if (npos < 3) positional[npos++] = argv[i];
   }
   if (threads < 1) threads = omp_get_num_procs();
@@ -765,6 +861,8 @@ int main(int argc, char **argv) {
     return cmd_ops(positional[1], positional[2], decode_steps, threads, prefill_capture);
   if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
     return cmd_depth(positional[1], depths, depth_steps, threads, warmup);
+  if (npos == 1 && !strcmp(positional[0], "attention"))
+    return cmd_attention(attn_keys, attn_heads, attn_kv_heads, attn_head_dim, threads, attn_rounds);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
                   "       inference_bench bandwidth [--threads N]\n"
                   "       inference_bench run CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
@@ -773,6 +871,8 @@ int main(int argc, char **argv) {
                   "       inference_bench ops CHECKPOINT PROMPT.i32 [--decode N] [--threads N]\n"
                   "                           [--prefill-capture] [--bf16-gemm]\n"
                   "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
-                  "                             [--steps N (>= 2)] [--threads N] [--warmup]\n");
+                  "                             [--steps N (>= 2)] [--threads N] [--warmup]\n"
+                  "       inference_bench attention [--keys 4096] [--heads 14] [--kv-heads 2]\n"
+                  "                                 [--head-dim 64] [--rounds 5] [--threads N]\n");
   return 2;
 }
