@@ -377,12 +377,16 @@ static double bf16_gemm_gflops(int threads) {
  * beside each decode measurement, since a shared machine's bandwidth moves
  * within minutes and a decode run may catch a faster minute than the
  * start and the end did. */
-static int cmd_bandwidth(int threads) {
-  openblas_set_num_threads(threads);
-  printf("threads %d\n", threads);
+static void print_bandwidth(int threads) {
   printf("triad_gbs %.3f\n", triad_gbs(threads));
   printf("read_gbs %.3f\n", read_gbs(threads));
   printf("sgemv_gbs %.3f\n", sgemv_gbs());
+}
+
+static int cmd_bandwidth(int threads) {
+  openblas_set_num_threads(threads);
+  printf("threads %d\n", threads);
+  print_bandwidth(threads);
   return 0;
 }
 
@@ -394,9 +398,7 @@ static int cmd_limits(int threads) {
   printf("fma_isa %s\n", fma_isa);
   printf("fma_peak_gflops %.3f\n", peak);
   printf("blas_core %s\n", openblas_get_corename());
-  printf("triad_gbs %.3f\n", triad_gbs(threads));
-  printf("read_gbs %.3f\n", read_gbs(threads));
-  printf("sgemv_gbs %.3f\n", sgemv_gbs());
+  print_bandwidth(threads);
   printf("sgemm_gflops %.3f\n", sgemm_gflops());
   printf("bf16_matvec_gbs %.3f\n", bf16_matvec_gbs(threads));
 #ifdef MD_BENCH_X86
@@ -674,13 +676,17 @@ static int cmd_ops(const char *dir, const char *prompt_path, int64_t decode_step
   return 0;
 }
 
-/* Token ids for filling the cache: a fixed LCG over the vocabulary (the
- * values do not matter to the speed, only the cache length). */
+/* A fixed 64-bit LCG (Knuth's MMIX constants) for filler data whose
+ * values do not matter to the speed: the next state. */
+static uint64_t lcg_next(uint64_t *state) {
+  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *state;
+}
+
+/* Token ids for filling the cache: the LCG over the vocabulary (only the
+ * cache length matters to the speed). */
 static void random_tokens(int32_t *out, int64_t n, int vocab, uint64_t *state) {
-  for (int64_t i = 0; i < n; i++) {
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    out[i] = (int32_t)((*state >> 33) % (uint64_t)vocab);
-  }
+  for (int64_t i = 0; i < n; i++) out[i] = (int32_t)((lcg_next(state) >> 33) % (uint64_t)vocab);
 }
 
 static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int threads,
@@ -777,10 +783,8 @@ static int cmd_attention(int64_t keys, int heads, int kv_heads, int head_dim, in
     goto done;
   }
   uint64_t state = 1;
-  for (size_t i = 0; i < cache_floats; i++) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    host[i] = (float)((state >> 40) % 2001) * 1e-3f - 1.0f;
-  }
+  for (size_t i = 0; i < cache_floats; i++)
+    host[i] = (float)((lcg_next(&state) >> 40) % 2001) * 1e-3f - 1.0f;
   for (int64_t c = 0; c < caches; c++)
     if (k->ops->buf_new(k, cache_floats, &cache[c], &err) != MD_OK ||
         k->ops->buf_write(k, cache[c], 0, cache_floats, host, &err) != MD_OK) {

@@ -766,28 +766,30 @@ const char *md_kernels_cpu_gemm(const md_kernels *k) {
   return ((const cpu_kernels *)k)->own_gemm ? "own" : "blas";
 }
 
-/* md_cpu_weights' names, in the enum's order. */
+/* The settings' names, each table in its enum's order. */
 static const char *const weights_names[] = {"copy", "mapped"};
+static const char *const gemm_names[] = {"auto", "own", "blas"};
+#define NAMES_COUNT(names) ((int)(sizeof(names) / sizeof((names)[0])))
+
+/* `name`'s index in names[0 .. count - 1], or -1. */
+static int name_index(const char *name, const char *const *names, int count) {
+  for (int i = 0; i < count; i++)
+    if (!strcmp(name, names[i])) return i;
+  return -1;
+}
 
 const char *md_kernels_cpu_weights(const md_kernels *k) {
   return weights_names[((const cpu_kernels *)k)->weights];
 }
 
 bool md_cpu_weights_parse(const char *name, md_cpu_weights *weights) {
-  for (int i = 0; i < (int)(sizeof weights_names / sizeof weights_names[0]); i++)
-    if (!strcmp(name, weights_names[i])) {
-      *weights = (md_cpu_weights)i;
-      return true;
-    }
-  return false;
+  int i = name_index(name, weights_names, NAMES_COUNT(weights_names));
+  if (i >= 0) *weights = (md_cpu_weights)i;
+  return i >= 0;
 }
 
 bool md_cpu_gemm_parse(const char *name, md_cpu_gemm *gemm) {
-  static const char *const names[] = {"auto", "own", "blas"};
-  for (int i = 0; i < 3; i++)
-    if (!strcmp(name, names[i])) {
-      *gemm = (md_cpu_gemm)i;
-      return true;
-    }
-  return false;
+  int i = name_index(name, gemm_names, NAMES_COUNT(gemm_names));
+  if (i >= 0) *gemm = (md_cpu_gemm)i;
+  return i >= 0;
 }
