@@ -42,13 +42,19 @@
  *       seconds, its share, its GFLOP/s against the FMA peak (measured
  *       first; the prompt) or the GB/s of weights it reads (decode).
  *   inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]
- *                         [--steps N] [--threads N] [--warmup]
+ *                         [--steps N] [--threads N] [--warmup] [--paired]
  *       decode speed against context depth: for each depth (ascending) the
  *       cache is filled to it by prefilling random token ids (untimed), then
  *       N decode steps alternate capture off and on as above; prints each
  *       depth's times and the KV-cache bytes a step reads there. With
  *       --warmup, one untimed decode step runs first (then the cache is
- *       emptied), as llama-bench's warm-up generation.
+ *       emptied), as llama-bench's warm-up generation. With --paired, a
+ *       read stream (as in `bandwidth`) over as many bytes as the step's
+ *       weights runs just before each step, and the medians over the steps
+ *       of the step's rate (weights and KV cache read) over the stream's are
+ *       printed (paired_off, paired_on) with the stream's (paired_read_gbs):
+ *       decode against the memory's rate of that moment, where a host's
+ *       speed moves within seconds.
  *   inference_bench attention [--keys 4096] [--heads 14] [--kv-heads 2]
  *                             [--head-dim 64] [--rounds 5] [--threads N]
  *       decode attention alone (one query row against a cache of --keys
@@ -126,48 +132,86 @@ static double triad_gbs(int threads) {
   return gbs;
 }
 
-/* Reads only: every thread sums its share of a 512 MiB array, as one
- * sequential stream and as two (its share's halves, interleaved), eight
- * independent sums either way, best of 6 passes of each. A decode step
- * reads its weights and writes almost nothing, so this is its limit where
- * the triad's (which also writes, and counts its stores once where a CPU
- * without streaming stores reads each line before writing it) is lower:
- * on an AMD Zen 5 (2 cores) our BF16 decode read its weights at 67.6 GB/s
- * in a run whose triad and sgemv read 48.7 and 52.3. Plain GCC vectors:
- * the loads are what is measured, at any vector width. */
+/* Reads only: every thread sums its share of a 512 MiB array in each of
+ * the ways READ_PATTERNS lists, sixteen independent sums, the best pass
+ * of all. A decode step reads its weights and writes almost nothing, so
+ * this is its limit where the triad's (which also writes, and counts its
+ * stores once where a CPU without streaming stores reads each line before
+ * writing it) is lower: on an AMD Zen 5 (2 cores) our BF16 decode read its
+ * weights at 67.6 GB/s in a run whose triad and sgemv read 48.7 and 52.3.
+ * Plain GCC vectors: the loads are what is measured, at any vector width. */
 typedef float md_v16 __attribute__((vector_size(64)));
+
+/* A way of reading: each thread's share cut into `streams` parts read
+ * side by side, each with a software prefetch `ahead` floats on (0: the
+ * hardware prefetchers alone). Which is fastest differs by CPU and moment:
+ * on the Zen 5, 1 GiB on 2 threads, one stream alone read 35 GB/s where
+ * two with a prefetch 2 KiB ahead read 47.7, the way our GEMV reads its
+ * four rows (kernels/cpu/matvec.c); a limit must be the best of them. */
+typedef struct read_pattern {
+  int streams, ahead;
+} read_pattern;
+
+static const read_pattern READ_PATTERNS[] = {{1, 0}, {2, 0}, {4, 0}, {1, 512}, {2, 512}, {4, 512}};
+enum { N_READ_PATTERNS = sizeof READ_PATTERNS / sizeof READ_PATTERNS[0] };
+
+/* Where the read passes' sums go, so that their loads stay. */
+static volatile float read_sink;
+
+/* One pass over p[0 .. n-1] on `threads` threads, read as `how` says;
+ * seconds. */
+static double read_pass_s(const float *p, size_t n, int threads, read_pattern how) {
+  float sum_all = 0.0f;
+  double t0 = now();
+#pragma omp parallel num_threads(threads) reduction(+ : sum_all)
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
+    size_t part = (hi - lo) / (size_t)how.streams / 32 * 32;
+    md_v16 acc[16] = {{0}};
+    for (size_t i = 0; i < part; i += 32)
+      for (int s = 0; s < how.streams; s++) {
+        const float *x = p + lo + (size_t)s * part + i;
+        if (how.ahead) { /* prefetches do not fault past the end */
+          __builtin_prefetch(x + how.ahead, 0, 3);
+          __builtin_prefetch(x + how.ahead + 16, 0, 3);
+        }
+        md_v16 v0, v1;
+        memcpy(&v0, x, sizeof v0);
+        memcpy(&v1, x + 16, sizeof v1);
+        acc[4 * s + (int)(i / 32 % 2) * 2] += v0;
+        acc[4 * s + (int)(i / 32 % 2) * 2 + 1] += v1;
+      }
+    md_v16 sum = acc[0];
+    for (int j = 1; j < 16; j++) sum += acc[j];
+    for (int j = 0; j < 16; j++) sum_all += sum[j];
+  }
+  double dt = now() - t0;
+  read_sink = sum_all;
+  return dt;
+}
+
+/* The fastest of READ_PATTERNS over p[0 .. n-1], `passes` passes of each
+ * in turn; its index, its best seconds in *best_s. */
+static int fastest_read(const float *p, size_t n, int threads, int passes, double *best_s) {
+  int fastest = 0;
+  *best_s = 1e30;
+  for (int rep = 0; rep < passes * N_READ_PATTERNS; rep++) {
+    double dt = read_pass_s(p, n, threads, READ_PATTERNS[rep % N_READ_PATTERNS]);
+    if (dt < *best_s) {
+      *best_s = dt;
+      fastest = rep % N_READ_PATTERNS;
+    }
+  }
+  return fastest;
+}
 
 static double read_gbs(int threads) {
   size_t n = (size_t)128 << 20; /* floats */
   float *p = filled(n, 1.0f);
-  double best = 1e30;
-  float total = 0.0f;
-  for (int rep = 0; rep < 12; rep++) {
-    int streams = 1 + rep % 2;
-    double t0 = now();
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      size_t lo = n * (size_t)t / (size_t)nt, hi = n * (size_t)(t + 1) / (size_t)nt;
-      size_t part = (hi - lo) / (size_t)streams / 32 * 32;
-      md_v16 acc[8] = {{0}};
-      for (size_t i = 0; i < part; i += 32)
-        for (int s = 0; s < streams; s++) {
-          const float *x = p + lo + (size_t)s * part + i;
-          md_v16 v0, v1;
-          memcpy(&v0, x, sizeof v0);
-          memcpy(&v1, x + 16, sizeof v1);
-          acc[4 * s + (int)(i / 32 % 2) * 2] += v0;
-          acc[4 * s + (int)(i / 32 % 2) * 2 + 1] += v1;
-        }
-      md_v16 sum = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
-      for (int j = 0; j < 16; j++) total += sum[j];
-    }
-    double dt = now() - t0;
-    if (dt < best) best = dt;
-  }
+  double best;
+  fastest_read(p, n, threads, 2, &best);
   double gbs = (double)n * sizeof(float) / best / 1e9;
-  if (total < 0) gbs = 0; /* keeps the sums alive */
   free(p);
   return gbs;
 }
@@ -440,14 +484,51 @@ static int fail(const md_error *err) {
 typedef struct capture_times {
   double off_s, on_s, off_best_s, on_best_s;
   int64_t steps;
+  /* With a paired read stream (depth --paired): the medians over the steps
+   * of each step's bytes per second over the stream's just before it, and
+   * of the stream's GB/s. */
+  double paired_off, paired_on, paired_read_gbs;
 } capture_times;
 
+/* A read stream run before every decode step, so that each step's rate
+ * can be set against the memory's at that moment (the machine's speed can
+ * move within seconds on a shared host, so a limit read minutes apart
+ * says little about one step). */
+typedef struct paired_stream {
+  const float *data; /* NULL: none */
+  size_t n;          /* floats, about a step's reads */
+  int threads;
+  read_pattern how;  /* the fastest way on this machine (fastest_read) */
+  double step_bytes; /* what a decode step reads: weights and KV cache */
+} paired_stream;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of v[0 .. n-1] (sorted in place); 0 for n = 0. */
+static double median(double *v, int64_t n) {
+  if (n == 0) return 0.0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t *token,
-                        int64_t steps, capture_times *times) {
+                        int64_t steps, const paired_stream *paired, capture_times *times) {
   md_error err;
   int64_t capacity = md_qwen2_capacity(fw);
   md_kbuf *received[2];
   float *row = malloc((size_t)capacity * sizeof(float));
+  /* per step: its rate over the stream's, capture off and on; the
+   * stream's GB/s */
+  double *ratio[2] = {calloc((size_t)steps, sizeof(double)), calloc((size_t)steps, sizeof(double))};
+  double *stream_gbs = calloc((size_t)steps, sizeof(double));
+  int64_t n_ratio[2] = {0, 0};
+  if (!ratio[0] || !ratio[1] || !stream_gbs) {
+    fprintf(stderr, "inference_bench: out of memory\n");
+    exit(1);
+  }
   if (!row || k->ops->buf_new(k, (size_t)capacity, &received[0], &err) != MD_OK ||
       k->ops->buf_new(k, (size_t)capacity, &received[1], &err) != MD_OK)
     return fail(&err);
@@ -455,6 +536,8 @@ static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t
   for (int64_t s = 0; s < steps; s++) {
     int on = (int)(s & 1), slot = (int)((s >> 1) & 1);
     size_t visible = (size_t)md_qwen2_position(fw) + 1;
+    double stream_s =
+        paired->data ? read_pass_s(paired->data, paired->n, paired->threads, paired->how) : 0.0;
     double t0 = now();
     if (on) k->ops->buf_zero(k, received[slot], 0, visible);
     md_qwen2_capture capture = {.received = on ? received[slot] : NULL, .layer_begin = 0,
@@ -469,12 +552,45 @@ static int capture_cost(md_qwen2_forward *fw, md_kernels *k, int layers, int32_t
     double *total = on ? &times->on_s : &times->off_s, *best = on ? &times->on_best_s : &times->off_best_s;
     *total += dt;
     if (dt < *best) *best = dt;
+    if (paired->data) {
+      double stream_bps = (double)paired->n * sizeof(float) / stream_s;
+      ratio[on][n_ratio[on]++] = paired->step_bytes / dt / stream_bps;
+      stream_gbs[s] = stream_bps / 1e9;
+    }
   }
+  if (paired->data) {
+    times->paired_off = median(ratio[0], n_ratio[0]);
+    times->paired_on = median(ratio[1], n_ratio[1]);
+    times->paired_read_gbs = median(stream_gbs, steps);
+  }
+  free(ratio[0]);
+  free(ratio[1]);
+  free(stream_gbs);
   md_qwen2_set_capture(fw, NULL, &err);
   k->ops->buf_free(k, received[0]);
   k->ops->buf_free(k, received[1]);
   free(row);
   return 0;
+}
+
+/* The parameters of the layers' seven matrices. */
+static int64_t layer_params(const md_qwen2_model *model) {
+  const md_qwen2_config *c = md_qwen2_model_config(model);
+  const md_qwen2_weights *w = md_qwen2_model_weights(model);
+  int64_t params = 0;
+  for (int l = 0; l < c->num_hidden_layers; l++) {
+    const md_qwen2_layer *L = &w->layers[l];
+    const md_tensor *m[] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->o_proj, &L->gate_proj, &L->up_proj, &L->down_proj};
+    for (int i = 0; i < 7; i++) params += m[i]->shape[0] * m[i]->shape[1];
+  }
+  return params;
+}
+
+/* Bytes a decode step must read besides the KV cache: every layer matrix
+ * and the whole LM head (tied: the embedding), in the file dtype. */
+static int64_t decode_read_bytes(const md_qwen2_model *model) {
+  const md_qwen2_weights *w = md_qwen2_model_weights(model);
+  return layer_params(model) * (int64_t)md_dtype_size(w->dtype) + (int64_t)w->lm_head.nbytes;
 }
 
 /* The checkpoint, the CPU back end and a forward pass whose cache holds
@@ -578,18 +694,11 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   }
 
   capture_times capture = {0};
-  if (capture_steps > 0 && capture_cost(fw, k, c->num_hidden_layers, &token, capture_steps, &capture))
+  const paired_stream no_stream = {0};
+  if (capture_steps > 0 &&
+      capture_cost(fw, k, c->num_hidden_layers, &token, capture_steps, &no_stream, &capture))
     return 1;
 
-  int64_t layer_params = 0;
-  for (int l = 0; l < c->num_hidden_layers; l++) {
-    const md_qwen2_layer *L = &w->layers[l];
-    const md_tensor *m[] = {&L->q_proj, &L->k_proj, &L->v_proj, &L->o_proj, &L->gate_proj, &L->up_proj, &L->down_proj};
-    for (int i = 0; i < 7; i++) layer_params += m[i]->shape[0] * m[i]->shape[1];
-  }
-  /* Bytes a decode step must read: every layer matrix and the whole LM head
-   * (tied: the embedding), in the file dtype. */
-  int64_t lm_head_bytes = (int64_t)w->lm_head.nbytes;
   printf("isa %s\n", md_kernels_cpu_isa(k));
   printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
   printf("prompt_gemm %s\n", md_kernels_cpu_gemm(k));
@@ -602,9 +711,8 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
   printf("decode_s %.4f\n", decode_s);
   printf("decode_best_step_s %.6f\n", decode_steps > 0 ? best_step_s : 0.0);
   printf("weight_bytes %llu\n", (unsigned long long)w->weight_bytes);
-  printf("decode_read_bytes %lld\n",
-         (long long)(layer_params * (int64_t)md_dtype_size(w->dtype) + lm_head_bytes));
-  printf("layer_params %lld\n", (long long)layer_params);
+  printf("decode_read_bytes %lld\n", (long long)decode_read_bytes(e.model));
+  printf("layer_params %lld\n", (long long)layer_params(e.model));
   printf("attn_flops_prefill %.6g\n", 2.0 * (double)n * (double)n * c->head_dim *
                                           c->num_attention_heads * c->num_hidden_layers);
   printf("kv_bytes %lld\n", (long long)(kv_bytes_per_token(c) * (n + decode_steps)));
@@ -690,7 +798,7 @@ static void random_tokens(int32_t *out, int64_t n, int vocab, uint64_t *state) {
 }
 
 static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int threads,
-                     bool warmup) {
+                     bool warmup, bool paired) {
   int64_t depths[16];
   int n_depths = 0;
   for (const char *p = depth_list; *p && n_depths < 16;) {
@@ -723,6 +831,17 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
     if (md_qwen2_decode(fw, token, &err) != MD_OK) return fail(&err);
     md_qwen2_reset(fw);
   }
+  /* --paired: a stream of as many bytes as a step's weights */
+  paired_stream stream = {0};
+  float *stream_data = NULL;
+  if (paired) {
+    stream.n = (size_t)decode_read_bytes(e.model) / sizeof(float) / 64 * 64;
+    stream.data = stream_data = filled(stream.n, 1.0f);
+    stream.threads = threads;
+    double best_s;
+    stream.how = READ_PATTERNS[fastest_read(stream.data, stream.n, threads, 2, &best_s)];
+    printf("paired_streams %d\npaired_ahead_floats %d\n", stream.how.streams, stream.how.ahead);
+  }
   for (int i = 0; i < n_depths; i++) {
     double t0 = now();
     while (md_qwen2_position(fw) < depths[i]) {
@@ -737,16 +856,23 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
     int64_t at = md_qwen2_position(fw);
     fprintf(stderr, "depth %lld: cache filled in %.1f s, %lld decode steps ...\n", (long long)at,
             fill_s, (long long)steps);
-    capture_times times;
-    if (capture_cost(fw, k, c->num_hidden_layers, &token, steps, &times)) return 1;
     /* The steps ran at depths at .. at + steps - 1: a step reads the cache of
      * its mean depth. */
     double mean_depth = (double)at + (double)(steps - 1) / 2.0;
+    double kv_read = mean_depth * (double)kv_bytes_per_token(c);
+    stream.step_bytes = (double)decode_read_bytes(e.model) + kv_read;
+    capture_times times;
+    if (capture_cost(fw, k, c->num_hidden_layers, &token, steps, &stream, &times)) return 1;
     printf("depth %lld off_s %.6f on_s %.6f off_best_s %.6f on_best_s %.6f steps %lld "
-           "kv_read_bytes %.0f\n",
+           "kv_read_bytes %.0f",
            (long long)depths[i], times.off_s, times.on_s, times.off_best_s, times.on_best_s,
-           (long long)steps, mean_depth * (double)kv_bytes_per_token(c));
+           (long long)steps, kv_read);
+    if (paired)
+      printf(" paired_off %.4f paired_on %.4f paired_read_gbs %.2f", times.paired_off,
+             times.paired_on, times.paired_read_gbs);
+    printf("\n");
   }
+  free(stream_data);
   engine_close(&e);
   return 0;
 }
@@ -832,7 +958,7 @@ done:
 int main(int argc, char **argv) {
   int threads = omp_get_num_procs();
   int64_t decode_steps = 256, capture_steps = -1, depth_steps = 32;
-  bool prefill_capture = false, warmup = false;
+  bool prefill_capture = false, warmup = false, paired = false;
   const char *depths = "0,1024,4096,16384";
   /* attention: Qwen2.5-0.5B's heads at 4,096 keys by default. */
   int64_t attn_keys = 4096;
@@ -845,6 +971,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--capture-steps") && i + 1 < argc) capture_steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--prefill-capture")) prefill_capture = true;
     else if (!strcmp(argv[i], "--warmup")) warmup = true;
+    else if (!strcmp(argv[i], "--paired")) paired = true;
     else if (!strcmp(argv[i], "--bf16-gemm")) bf16_gemm = true;
     else if (!strcmp(argv[i], "--depths") && i + 1 < argc) depths = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) depth_steps = atoll(argv[++i]);
@@ -864,7 +991,7 @@ int main(int argc, char **argv) {
   if (npos == 3 && !strcmp(positional[0], "ops"))
     return cmd_ops(positional[1], positional[2], decode_steps, threads, prefill_capture);
   if (npos == 2 && !strcmp(positional[0], "depth") && depth_steps >= 2)
-    return cmd_depth(positional[1], depths, depth_steps, threads, warmup);
+    return cmd_depth(positional[1], depths, depth_steps, threads, warmup, paired);
   if (npos == 1 && !strcmp(positional[0], "attention"))
     return cmd_attention(attn_keys, attn_heads, attn_kv_heads, attn_head_dim, threads, attn_rounds);
   fprintf(stderr, "usage: inference_bench limits [--threads N]\n"
@@ -876,6 +1003,7 @@ int main(int argc, char **argv) {
                   "                           [--prefill-capture] [--bf16-gemm]\n"
                   "       inference_bench depth CHECKPOINT [--depths 0,1024,4096,16384]\n"
                   "                             [--steps N (>= 2)] [--threads N] [--warmup]\n"
+                  "                             [--paired]\n"
                   "       inference_bench attention [--keys 4096] [--heads 14] [--kv-heads 2]\n"
                   "                                 [--head-dim 64] [--rounds 5] [--threads N]\n");
   return 2;

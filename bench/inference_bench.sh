@@ -5,8 +5,9 @@
 #   prefill tokens/s  vs  FMA peak / flops per token           (>= 0.60)
 #                     and vs the best BLAS kernel's sgemm rate (reported)
 #   decode speed at context depths 0, 1k, 4k, 16k: against the bandwidth
-#                     limit with the KV cache read, and the share of the
-#                     step that grows with depth (the attention)
+#                     limit with the KV cache read, each step against a
+#                     read stream of its bytes run just before it, and the
+#                     share of the step that grows with depth (the attention)
 #   speed vs HF (eager, output_attentions=True, same threads)  (>= 3x)
 #   peak RSS vs HF                                             (<= 0.5x)
 #   peak RSS vs 1.3 x (weight bytes + KV cache bytes)          (<= 1)
@@ -110,13 +111,16 @@ if [ "$run_hf" = 1 ]; then
 fi
 
 # Decode against context depth: the cache filled to each depth (untimed),
-# then steps alternating capture off and on.
+# then steps alternating capture off and on, each after a read stream of
+# as many bytes (--paired: the step against the memory's rate of that
+# moment; a step's 1 GB of weights leaves nothing of the stream's in the
+# caches, nor of the step before).
 : >"$work/depth.txt"
 if [ "$run_depth" = 1 ]; then
   echo "decode at depths $depths ($depth_steps steps each; filling 16k tokens takes minutes) ..." >&2
   "$bench" bandwidth --threads "$threads" >"$work/bandwidth-depth.txt"
   "$bench" depth "$ckpt" --depths "$depths" --steps "$depth_steps" --threads "$threads" \
-    >"$work/depth.txt"
+    --paired >"$work/depth.txt"
 fi
 
 # The collector end to end: the checkpoint with the Qwen tokenizer beside it
@@ -238,7 +242,8 @@ depth_rows = depth_rows(sys.argv[6])
 if depth_rows:
     near = bandwidth_before("depth")
     print("decode against context depth (capture off / on; limit: bandwidth over weights + KV read"
-          + (f"; in brackets against the {near:.1f} GB/s read just before these runs" if near else "") + "):")
+          + (f"; in brackets against the {near:.1f} GB/s read just before these runs" if near else "")
+          + "; 'paired': each step against a read stream of its bytes run just before it, the median):")
     base = None
     for row in depth_rows:
         half = row["steps"] / 2
@@ -250,7 +255,9 @@ if depth_rows:
         share = max(0.0, 1.0 - base / step_off)
         print(f"  depth {int(row['depth']):>6}: {off:6.2f} / {on:6.2f} tok/s; limit {limit:6.2f} tok/s "
               f"({(read_bytes + row['kv_read_bytes']) / 1e6:.0f} MB) -> {on / limit:.2f}"
-              + (f" [{on / limit * bw / near:.2f}]" if near else "") + "; "
+              + (f" [{on / limit * bw / near:.2f}]" if near else "")
+              + (f", paired {row['paired_on']:.2f} ({row['paired_read_gbs']:.1f} GB/s)" if "paired_on" in row else "")
+              + "; "
               f"attention share of the step {share:.2f} (its growth over depth {int(depth_rows[0]['depth'])})")
 
 if hf:
