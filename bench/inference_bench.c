@@ -50,11 +50,11 @@
  *       --warmup, one untimed decode step runs first (then the cache is
  *       emptied), as llama-bench's warm-up generation. With --paired, a
  *       read stream (as in `bandwidth`) over as many bytes as the step's
- *       weights runs just before each step, and the medians over the steps
- *       of the step's rate (weights and KV cache read) over the stream's are
- *       printed (paired_off, paired_on) with the stream's (paired_read_gbs):
- *       decode against the memory's rate of that moment, where a host's
- *       speed moves within seconds.
+ *       weights (at most 1 GiB) runs just before each step, and the
+ *       medians over the steps of the step's rate (weights and KV cache
+ *       read) over the stream's are printed (paired_off, paired_on) with
+ *       the stream's (paired_read_gbs): decode against the memory's rate of
+ *       that moment, where a host's speed moves within seconds.
  *   inference_bench attention [--keys 4096] [--heads 14] [--kv-heads 2]
  *                             [--head-dim 64] [--rounds 5] [--threads N]
  *       decode attention alone (one query row against a cache of --keys
@@ -502,6 +502,8 @@ typedef struct paired_stream {
   double step_bytes; /* what a decode step reads: weights and KV cache */
 } paired_stream;
 
+enum { PAIRED_STREAM_MAX_BYTES = 1 << 30 };
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -831,11 +833,15 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
     if (md_qwen2_decode(fw, token, &err) != MD_OK) return fail(&err);
     md_qwen2_reset(fw);
   }
-  /* --paired: a stream of as many bytes as a step's weights */
+  /* --paired: a stream of as many bytes as a step's weights, at most
+   * PAIRED_STREAM_MAX_BYTES (a rate over 1 GiB is as good a reading as one
+   * over more, and a larger model's copy would double its memory) */
   paired_stream stream = {0};
   float *stream_data = NULL;
   if (paired) {
-    stream.n = (size_t)decode_read_bytes(e.model) / sizeof(float) / 64 * 64;
+    size_t bytes = (size_t)decode_read_bytes(e.model);
+    if (bytes > PAIRED_STREAM_MAX_BYTES) bytes = PAIRED_STREAM_MAX_BYTES;
+    stream.n = bytes / sizeof(float) / 64 * 64;
     stream.data = stream_data = filled(stream.n, 1.0f);
     stream.threads = threads;
     double best_s;
