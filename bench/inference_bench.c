@@ -836,10 +836,11 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   /* --paired: a stream of as many bytes as a step's weights, at most
    * PAIRED_STREAM_MAX_BYTES (a rate over 1 GiB is as good a reading as one
    * over more, and a larger model's copy would double its memory) */
+  int64_t weights_read = decode_read_bytes(e.model);
   paired_stream stream = {0};
   float *stream_data = NULL;
   if (paired) {
-    size_t bytes = (size_t)decode_read_bytes(e.model);
+    size_t bytes = (size_t)weights_read;
     if (bytes > PAIRED_STREAM_MAX_BYTES) bytes = PAIRED_STREAM_MAX_BYTES;
     stream.n = bytes / sizeof(float) / 64 * 64;
     stream.data = stream_data = filled(stream.n, 1.0f);
@@ -866,7 +867,7 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
      * its mean depth. */
     double mean_depth = (double)at + (double)(steps - 1) / 2.0;
     double kv_read = mean_depth * (double)kv_bytes_per_token(c);
-    stream.step_bytes = (double)decode_read_bytes(e.model) + kv_read;
+    stream.step_bytes = (double)weights_read + kv_read;
     capture_times times;
     if (capture_cost(fw, k, c->num_hidden_layers, &token, steps, &stream, &times)) return 1;
     printf("depth %lld off_s %.6f on_s %.6f off_best_s %.6f on_best_s %.6f steps %lld "

@@ -296,10 +296,8 @@ def rounds_text(ratios):
     ratios = [x for x in ratios if x == x]  # rounds with both engines' figures
     if not ratios:
         return "rounds: -"
-    ordered = sorted(ratios)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return "rounds: " + " ".join(f"{x:.3f}x" for x in ratios) + f" (median {median:.3f}x)"
+    return ("rounds: " + " ".join(f"{x:.3f}x" for x in ratios)
+            + f" (median {statistics.median(ratios):.3f}x)")
 
 pp = lambda row: "pp" if int(row["n_prompt"]) > 0 else None
 tg = lambda row: int(row.get("n_depth", 0)) if int(row["n_gen"]) > 0 else None
