@@ -254,7 +254,9 @@ static md_status p_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *in
   return st;
 }
 static md_status p_sync(md_kernels *k, md_error *err) { return I(k)->ops->sync(I(k), err); }
-static void p_step_begin(md_kernels *k, int64_t pos) { I(k)->ops->step_begin(I(k), pos); }
+static void p_step_begin(md_kernels *k, int64_t pos, int64_t slot) {
+  I(k)->ops->step_begin(I(k), pos, slot);
+}
 static void p_step_end(md_kernels *k) { I(k)->ops->step_end(I(k)); }
 
 md_kernels *op_profile_wrap(md_kernels *inner) {

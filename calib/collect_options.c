@@ -35,6 +35,7 @@ const md_opt md_collect_option_table[] = {
     {"exact-gemm", 0, MD_COLLECT_OPT_EXACT_GEMM, NULL},
     {"bf16-gemm", 0, MD_COLLECT_OPT_BF16_GEMM, NULL},
     {"cuda-graphs", 0, MD_COLLECT_OPT_CUDA_GRAPHS, NULL},
+    {"no-cuda-graphs", 0, MD_COLLECT_OPT_NO_CUDA_GRAPHS, NULL},
     {"layers", 0, MD_COLLECT_OPT_LAYERS, "A:B"},
     {"heads", 0, MD_COLLECT_OPT_HEADS, "mean|max"},
     {"page-size", 0, MD_COLLECT_OPT_PAGE_SIZE, "N"},
@@ -83,7 +84,8 @@ int md_collect_option(const char *command, const md_opt *opt, const char *value,
       break;
     case MD_COLLECT_OPT_EXACT_GEMM: c->exact_gemm = true; break;
     case MD_COLLECT_OPT_BF16_GEMM: c->bf16_gemm = true; break;
-    case MD_COLLECT_OPT_CUDA_GRAPHS: c->cuda_graphs = true; break;
+    case MD_COLLECT_OPT_CUDA_GRAPHS: c->no_cuda_graphs = false; break; /* the default */
+    case MD_COLLECT_OPT_NO_CUDA_GRAPHS: c->no_cuda_graphs = true; break;
   }
   return code;
 }

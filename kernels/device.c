@@ -53,7 +53,7 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
   md_cuda_options cuda = {.device = ordinal,
                           .gemm = options && options->exact_gemm ? MD_CUDA_GEMM_EXACT
                                                                  : MD_CUDA_GEMM_FAST,
-                          .graphs = options && options->cuda_graphs};
+                          .no_graphs = options && options->no_cuda_graphs};
   return md_kernels_cuda_new(&cuda, kernels, err);
 #else
   return md_fail(err, MD_E_DEVICE,

@@ -14,8 +14,8 @@ typedef struct md_device_options {
   bool exact_gemm;    /* CUDA: prompt (prefill) products in fp32, the CPU back
                          end's results to fp32 rounding, instead of BF16/F16
                          tensor cores (kernels/cuda/cuda.h, MD_CUDA_GEMM_EXACT) */
-  bool cuda_graphs;   /* CUDA: record decode steps as CUDA graphs and replay
-                         them (kernels/cuda/graph.c) */
+  bool no_cuda_graphs; /* CUDA: launch decode steps kernel by kernel instead of
+                          replaying them as CUDA graphs (kernels/cuda/graph.c) */
   bool bf16_gemm;     /* CPU: prompt products of BF16 weights with AVX-512
                          BF16, the activations rounded to BF16
                          (md_cpu_options.bf16_gemm); the CUDA back end's

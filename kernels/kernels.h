@@ -221,15 +221,18 @@ typedef struct md_kernel_ops {
 
   /* --- decode steps (optional: NULL when a back end has no use for them) -- */
   /* The forward pass brackets each one-token step with these: step_begin
-   * before the step's first operation, with the step's position (pos0 of
-   * its rope, kv_store and attention calls, which are equal: the forward
-   * pass brackets no step after an eviction), step_end after its last (the
-   * logits) and before it synchronises. A back end may record the step's
-   * operations once and replay the recording in later steps (the CUDA back
-   * end's graphs); it compares the operations and their arguments with the
-   * recording and replays only when nothing but the position and the token
-   * id differs. Failures are reported by the next sync. */
-  void (*step_begin)(md_kernels *k, int64_t pos);
+   * before the step's first operation, with the step's token position (pos0
+   * of its rope call) and its cache slot (pos0 of its kv_store and
+   * attention calls; the same number until an eviction has moved the slots
+   * behind the positions), step_end after its last (the logits) and before
+   * it synchronises. A back end may record the step's operations once and
+   * replay the recording in later steps (the CUDA back end's graphs); it
+   * compares the operations and their arguments with the recording and
+   * replays only when nothing but the position, the slot and the token id
+   * differs. It may also run the step's operations fused into fewer
+   * kernels, as long as every buffer ends as the operations leave it.
+   * Failures are reported by the next sync. */
+  void (*step_begin)(md_kernels *k, int64_t pos, int64_t slot);
   void (*step_end)(md_kernels *k);
 } md_kernel_ops;
 

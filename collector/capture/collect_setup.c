@@ -72,7 +72,7 @@ static md_status open_device(collect_run *run, md_error *err) {
                               .threads = o->threads,
                               .exact_gemm = o->exact_gemm,
                               .bf16_gemm = o->bf16_gemm,
-                              .cuda_graphs = o->cuda_graphs};
+                              .no_cuda_graphs = o->no_cuda_graphs};
   md_status s = md_device_open(&device, &run->kernels, err);
   if (s != MD_OK) return s;
   snprintf(run->device_name, sizeof run->device_name, "%s", strcmp(name, "cuda") ? name : "cuda:0");

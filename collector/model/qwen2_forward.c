@@ -341,12 +341,10 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
   for (int64_t done = 0, c = 0; done < n; c++) {
     int64_t chunk = (n - done + (chunks - c) - 1) / (chunks - c);
     /* A one-token step is bracketed for back ends that record and replay
-     * steps (kernels.h, step_begin), whose contract has one position for
-     * rope, kv_store and attention: only while no eviction has separated
-     * the slot from the position (len == pos). */
-    bool step = n == 1 && !all_logits && fw->len == fw->pos && fw->k->ops->step_begin &&
-                fw->k->ops->step_end;
-    if (step) fw->k->ops->step_begin(fw->k, fw->pos);
+     * steps (kernels.h, step_begin): its token position (rope) and its
+     * slot (kv_store, attention), which differ once eviction has run. */
+    bool step = n == 1 && !all_logits && fw->k->ops->step_begin && fw->k->ops->step_end;
+    if (step) fw->k->ops->step_begin(fw->k, fw->pos, fw->len);
     forward_chunk(fw, tokens + done, chunk);
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
                      want_last && done + chunk == n, step, err);

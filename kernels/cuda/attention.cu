@@ -49,6 +49,12 @@ __device__ __forceinline__ int64_t first_position(const md_cuda_attn_args &a) {
   return a.pos_dev ? *a.pos_dev : a.pos0;
 }
 
+// The token position of a decode step's RoPE: r.pos, or in a recorded step
+// the one written to device memory before each replay.
+__device__ __forceinline__ int64_t rope_position(const md_cuda_decode_rope &r) {
+  return r.pos_dev ? *r.pos_dev : r.pos;
+}
+
 __device__ __forceinline__ const float *keys_of(const md_cuda_attn_args &a, int kv) {
   return a.cache + (size_t)kv * (size_t)a.capacity * (size_t)a.head_dim;
 }
@@ -71,9 +77,9 @@ __host__ __device__ __forceinline__ int key_stride(int head_dim) { return head_d
 // ---- decode ------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kDecodeThreads)
-    attn_decode_partial_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
+    attn_decode_partial_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s, md_cuda_decode_rope r) {
   MD_DYNAMIC_SMEM(float, smem);
-  const int hd = a.head_dim, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
+  const int hd = a.head_dim, half = hd / 2, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
   const int kv = blockIdx.y, h0 = kv * group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t n_keys = first_position(a) + 1, j0 = (int64_t)blockIdx.x * kDecodeChunk;
@@ -83,7 +89,34 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float *p_s = q_s + group * hd;   // [group][kDecodeChunk]: scores, then exp(s - chunk max)
   const float *keys = keys_of(a, kv), *values = values_of(a, kv);
 
-  for (int i = threadIdx.x; i < group * hd; i += blockDim.x) q_s[i] = a.q[(size_t)h0 * hd + i];
+  if (!r.inv_freq) {
+    for (int i = threadIdx.x; i < group * hd; i += blockDim.x) q_s[i] = a.q[(size_t)h0 * hd + i];
+  } else {
+    // RoPE fused: the group's queries rotated here (the finish kernel
+    // writes them back), and the block that holds the new slot rotates
+    // its key and stores key and value there (kv_store) before reading.
+    const float pos = (float)rope_position(r);
+    for (int i = threadIdx.x; i < group * half; i += blockDim.x) {
+      const int g = i / half, j = i % half;
+      const float *qh = a.q + (size_t)(h0 + g) * hd;
+      rope_pair(qh[j], qh[j + half], pos, r.inv_freq[j], &q_s[g * hd + j], &q_s[g * hd + j + half]);
+    }
+    const int64_t slot = n_keys - 1;
+    if (slot < j0 + nk) {
+      float *kh = r.key + (size_t)kv * hd;
+      float *kc = const_cast<float *>(keys) + (size_t)slot * hd;
+      float *vc = const_cast<float *>(values) + (size_t)slot * hd;
+      for (int j = threadIdx.x; j < half; j += blockDim.x) {
+        float k1, k2;
+        rope_pair(kh[j], kh[j + half], pos, r.inv_freq[j], &k1, &k2);
+        kh[j] = k1;
+        kh[j + half] = k2;
+        kc[j] = k1;
+        kc[j + half] = k2;
+      }
+      for (int d = threadIdx.x; d < hd; d += blockDim.x) vc[d] = r.value[(size_t)kv * hd + d];
+    }
+  }
   __syncthreads();
   for (int item = warp; item < nk * group; item += warps) {
     const int jj = item / group, g = item % group;
@@ -125,49 +158,66 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
-__global__ void attn_decode_combine_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s) {
-  const int h = blockIdx.x, H = a.n_heads, hd = a.head_dim;
-  const int64_t chunks = (first_position(a) + kDecodeChunk) / kDecodeChunk;  // of pos + 1 keys
-  float max = -INFINITY;
-  for (int64_t c = 0; c < chunks; c++) max = fmaxf(max, s.part_max[c * H + h]);
-  float sum = 0.0f;
-  for (int64_t c = 0; c < chunks; c++)
-    sum += s.part_sum[c * H + h] * expf(__fsub_rn(s.part_max[c * H + h], max));
-  const float inv = 1.0f / sum;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t c = 0; c < chunks; c++)
-      acc = fmaf(s.part_out[((size_t)c * H + h) * hd + d], expf(__fsub_rn(s.part_max[c * H + h], max)),
-                 acc);
-    a.out[(size_t)h * hd + d] = acc * inv;
-  }
-  if (threadIdx.x == 0) {
-    s.stats[2 * h] = max;
-    s.stats[2 * h + 1] = sum;
-  }
-}
-
-// The capture's reduction over heads follows the CPU back end: heads in
-// order, sum / n_heads (mean) or max starting from 0, then received +=
-// weight * that, each a separately rounded float operation.
-__global__ void attn_decode_weights_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
-                                           bool write_rows, float *received, float weight,
-                                           bool heads_max) {
+// Every block first reduces the chunks' statistics of every head (the
+// same sequential order in each block: max over chunks, then the sum of
+// part_sum * exp(part_max - max)) into shared memory [n_heads][2]. Block h
+// < n_heads then writes head h's output (and, with RoPE fused, head h's
+// rotated query back into q); with weights, every block turns keys of a
+// grid-stride range into softmax weights for every head: written over the
+// scores (write_rows, the hook's rows) and reduced over heads into the
+// capture as the CPU back end does: heads in order, sum / n_heads (mean)
+// or max starting from 0, then received += weight * that, each a
+// separately rounded float operation. Each key is owned by one thread, so
+// no atomics are needed.
+__global__ void attn_decode_finish_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
+                                          md_cuda_decode_rope r, md_cuda_decode_weights f) {
+  MD_DYNAMIC_SMEM(float, stats);
+  allow_dependents();  // the output projection may start prefetching its weights
+  const int H = a.n_heads, hd = a.head_dim;
   const int64_t n_keys = first_position(a) + 1;
-  const int H = a.n_heads;
+  const int64_t chunks = (n_keys + kDecodeChunk - 1) / kDecodeChunk;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    float max = -INFINITY;
+    for (int64_t c = 0; c < chunks; c++) max = fmaxf(max, s.part_max[c * H + h]);
+    float sum = 0.0f;
+    for (int64_t c = 0; c < chunks; c++)
+      sum += s.part_sum[c * H + h] * expf(__fsub_rn(s.part_max[c * H + h], max));
+    stats[2 * h] = max;
+    stats[2 * h + 1] = sum;
+  }
+  __syncthreads();
+  if ((int)blockIdx.x < H) {
+    const int h = blockIdx.x;
+    const float max = stats[2 * h], inv = 1.0f / stats[2 * h + 1];
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < chunks; c++)
+        acc = fmaf(s.part_out[((size_t)c * H + h) * hd + d], expf(__fsub_rn(s.part_max[c * H + h], max)),
+                   acc);
+      a.out[(size_t)h * hd + d] = acc * inv;
+    }
+    if (r.inv_freq) {
+      const int half = hd / 2;
+      const float pos = (float)rope_position(r);
+      float *qh = const_cast<float *>(a.q) + (size_t)h * hd;
+      for (int j = threadIdx.x; j < half; j += blockDim.x)
+        rope_pair(qh[j], qh[j + half], pos, r.inv_freq[j], &qh[j], &qh[j + half]);
+    }
+  }
+  if (!f.write_rows && !f.received) return;
   for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_keys;
        j += (int64_t)gridDim.x * blockDim.x) {
     float sum = 0.0f, max = 0.0f;
     for (int h = 0; h < H; h++) {
-      const float row_max = s.stats[2 * h], inv = 1.0f / s.stats[2 * h + 1];
+      const float row_max = stats[2 * h], inv = 1.0f / stats[2 * h + 1];
       float *score = s.scores + (size_t)h * n_keys + j;
       const float w = __fmul_rn(expf(__fsub_rn(*score, row_max)), inv);
-      if (write_rows) *score = w;
+      if (f.write_rows) *score = w;
       sum = __fadd_rn(sum, w);
       if (w > max) max = w;
     }
-    if (received)
-      received[j] = __fadd_rn(received[j], __fmul_rn(weight, heads_max ? max : sum / (float)H));
+    if (f.received)
+      f.received[j] = __fadd_rn(f.received[j], __fmul_rn(f.weight, f.heads_max ? max : sum / (float)H));
   }
 }
 
@@ -342,6 +392,8 @@ extern "C" void md_cuda_attention_init(md_cuda_ctx *ctx) {
   const int limit = (int)ctx->max_smem_optin;
   MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_decode_partial_kernel,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_decode_finish_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_kernel,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
   MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_colsum_kernel,
@@ -349,19 +401,22 @@ extern "C" void md_cuda_attention_init(md_cuda_ctx *ctx) {
 }
 
 extern "C" void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                    const md_cuda_decode_scratch *s, int64_t max_keys) {
+                                    const md_cuda_decode_scratch *s, int64_t max_keys,
+                                    const md_cuda_decode_rope *rope,
+                                    const md_cuda_decode_weights *weights) {
   const int64_t chunks = md_cuda_decode_chunks(max_keys);
+  md_cuda_decode_rope r;
+  md_cuda_decode_weights f;
+  memset(&r, 0, sizeof r);
+  memset(&f, 0, sizeof f);
+  if (rope) r = *rope;
+  if (weights) f = *weights;
   MD_LAUNCH(ctx, attn_decode_partial_kernel, dim3((unsigned)chunks, (unsigned)a->n_kv_heads),
-            kDecodeThreads, decode_smem(a), *a, *s);
-  MD_LAUNCH(ctx, attn_decode_combine_kernel, dim3((unsigned)a->n_heads), 128, 0, *a, *s);
-}
-
-extern "C" void md_cuda_attn_decode_weights(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                            const md_cuda_decode_scratch *s, int64_t max_keys,
-                                            bool write_rows, float *received, float weight,
-                                            bool heads_max) {
-  MD_LAUNCH(ctx, attn_decode_weights_kernel, dim3(grid_for((size_t)max_keys, 256)), 256, 0, *a, *s,
-            write_rows, received, weight, heads_max);
+            kDecodeThreads, decode_smem(a), *a, *s, r);
+  int64_t blocks = a->n_heads;
+  if ((f.write_rows || f.received) && (max_keys + 255) / 256 > blocks) blocks = (max_keys + 255) / 256;
+  MD_LAUNCH(ctx, attn_decode_finish_kernel, dim3((unsigned)blocks), 256,
+            2 * (size_t)a->n_heads * sizeof(float), *a, *s, r, f);
 }
 
 extern "C" void md_cuda_attn_prefill(md_cuda_ctx *ctx, const md_cuda_attn_args *a, float *row_max,

@@ -460,7 +460,7 @@ static void cuda_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_h
   md_cuda_guard_write(c, q);
   md_cuda_guard_write(c, kk);
   md_cuda_rope(&c->ctx, q->data, kk->data, inv_freq, n, n_heads, n_kv_heads, head_dim, pos0,
-               c->capturing ? c->step_pos_dev : NULL);
+               c->capturing ? md_cuda_step_pos_dev(c) : NULL);
 }
 
 static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, const md_kbuf *value,
@@ -481,7 +481,7 @@ static void cuda_kv_store(md_kernels *k, md_kbuf *cache, const md_kbuf *key, con
     return;
   md_cuda_guard_write(c, cache);
   md_cuda_kv_store(&c->ctx, cache->data, key->data, value->data, s->n_kv_heads, s->head_dim,
-                   s->capacity, pos0, c->capturing ? c->step_pos_dev : NULL, n);
+                   s->capacity, pos0, c->capturing ? md_cuda_step_slot_dev(c) : NULL, n);
 }
 
 /* Through scratch: the kept rows (from the first that moves) are gathered
@@ -559,12 +559,13 @@ static void cuda_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_
   if (row < 0 || !md_cuda_fits(c, "logits", "x", x, ((size_t)row + 1) * dim) ||
       !md_cuda_fits(c, "logits", "logits", logits, (size_t)lm_head->rows) || !md_cuda_enter(c))
     return;
-  float *normed = md_cuda_scratch_get(c, &c->norm_row, dim * sizeof(float), "the final norm's row");
-  if (!normed) return;
   md_cuda_guard_write(c, logits);
-  md_cuda_rmsnorm(&c->ctx, normed, x->data + (size_t)row * dim, norm->data, 1, (int64_t)dim, eps);
-  md_cuda_gemv(&c->ctx, logits->data, lm_head->data, lm_head->dtype, lm_head->rows, lm_head->cols,
-               normed, NULL);
+  /* The final norm and the LM head in one launch: every block normalises
+   * the row into shared memory (rmsnorm's bits) before its rows. */
+  md_cuda_gemv_args g = {.count = 1, .w = {lm_head->data}, .rows = {lm_head->rows},
+                         .y = {logits->data}, .dtype = lm_head->dtype, .cols = lm_head->cols,
+                         .x = x->data + (size_t)row * dim, .norm_weight = norm->data, .eps = eps};
+  md_cuda_gemv_fused(&c->ctx, &g);
 }
 
 static md_status cuda_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
@@ -574,7 +575,7 @@ static md_status cuda_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t 
   if (n == 0 || n > v->n)
     return md_fail(err, MD_E_INVALID, "cuda kernels: argmax over %zu of %zu floats", n, v->n);
   if (md_cuda_enter(c)) {
-    md_cuda_argmax(&c->ctx, v->data, (int64_t)n, c->argmax_index);
+    md_cuda_argmax(&c->ctx, v->data, (int64_t)n, c->argmax_index, &c->argmax_blocks);
     if (c->ctx.status == MD_OK)
       CHECK(c, cudaMemcpyAsync(c->argmax_host, c->argmax_index, sizeof(int64_t),
                                cudaMemcpyDeviceToHost, c->ctx.stream));
@@ -604,7 +605,7 @@ static void cuda_destroy(md_kernels *k) {
     if (c->slots[i].done) cudaEventDestroy(c->slots[i].done);
   }
   md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles, &c->attn,    &c->hook_rows,
-                                &c->norm_row, &c->tokens,    &c->compact, &c->compact_rows};
+                                &c->tokens,   &c->compact,   &c->compact_rows};
   for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) scratch_free(scratch[i]);
   while (c->uploads) { /* weights the caller did not free */
     md_cuda_upload *next = c->uploads->next;
@@ -618,6 +619,9 @@ static void cuda_destroy(md_kernels *k) {
   if (c->inv_freq) cudaFree(c->inv_freq);
   if (c->overflow) cudaFree(c->overflow);
   if (c->argmax_index) cudaFree(c->argmax_index);
+  if (c->argmax_blocks.block_value) cudaFree(c->argmax_blocks.block_value);
+  if (c->argmax_blocks.block_index) cudaFree(c->argmax_blocks.block_index);
+  if (c->argmax_blocks.done) cudaFree(c->argmax_blocks.done);
   if (c->argmax_host) cudaFreeHost(c->argmax_host);
   md_cuda_graphs_free(c);
   if (c->blas) cublasDestroy(c->blas);
@@ -694,6 +698,14 @@ static bool env_flag(const char *name) {
   return value && value[0] && strcmp(value, "0") != 0;
 }
 
+/* A switch that is on unless the environment sets it to 0 (or off unless
+ * set to anything else, when `fallback` is false). */
+static bool env_on(const char *name, bool fallback) {
+  const char *value = getenv(name);
+  if (!value || !value[0]) return fallback;
+  return strcmp(value, "0") != 0;
+}
+
 /* Streams, events, cuBLAS and the small fixed buffers; false with a
  * recorded failure. */
 static bool create_resources(md_cuda_kernels *c) {
@@ -722,9 +734,14 @@ static bool create_resources(md_cuda_kernels *c) {
   if (!CHECK(c, cudaMalloc((void **)&c->overflow, sizeof(int))) ||
       !CHECK(c, cudaMemset(c->overflow, 0, sizeof(int))) ||
       !CHECK(c, cudaMalloc((void **)&c->argmax_index, sizeof(int64_t))) ||
-      !CHECK(c, cudaMallocHost((void **)&c->argmax_host, sizeof(int64_t))))
+      !CHECK(c, cudaMallocHost((void **)&c->argmax_host, sizeof(int64_t))) ||
+      !CHECK(c, cudaMalloc((void **)&c->argmax_blocks.block_value, MD_CUDA_ARGMAX_BLOCKS * sizeof(float))) ||
+      !CHECK(c, cudaMalloc((void **)&c->argmax_blocks.block_index, MD_CUDA_ARGMAX_BLOCKS * sizeof(int64_t))) ||
+      !CHECK(c, cudaMalloc((void **)&c->argmax_blocks.done, sizeof(unsigned))) ||
+      !CHECK(c, cudaMemset(c->argmax_blocks.done, 0, sizeof(unsigned))))
     return false;
   md_cuda_attention_init(&c->ctx);
+  md_cuda_gemv_init(&c->ctx);
   return c->ctx.status == MD_OK;
 }
 
@@ -745,7 +762,9 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   c->ctx.device = options->device;
   c->ctx.sync_each_launch = options->sync_each_launch || env_flag("MD_CUDA_SYNC");
   /* A graph cannot be captured while every launch synchronises. */
-  c->graphs = (options->graphs || env_flag("MD_CUDA_GRAPHS")) && !c->ctx.sync_each_launch;
+  c->graphs = !options->no_graphs && env_on("MD_CUDA_GRAPHS", true) && !c->ctx.sync_each_launch;
+  /* Programmatic launches need Hopper (compute capability 9.0). */
+  c->ctx.pdl = !options->no_pdl && env_on("MD_CUDA_PDL", true) && prop.major >= 9;
   c->ctx.max_smem_optin = prop.sharedMemPerBlockOptin;
   c->gemm = options->gemm;
   snprintf(c->description, sizeof c->description,
@@ -767,4 +786,8 @@ const char *md_kernels_cuda_describe(const md_kernels *k) {
 
 uint64_t md_kernels_cuda_launches(const md_kernels *k) {
   return ((const md_cuda_kernels *)k)->ctx.launches;
+}
+
+uint64_t md_kernels_cuda_step_kernels(const md_kernels *k) {
+  return ((const md_cuda_kernels *)k)->step_kernels;
 }

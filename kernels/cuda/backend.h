@@ -96,11 +96,13 @@ typedef struct md_cuda_graph {
   size_t n_ops;
   cudaGraphExec_t exec;
   uint64_t last_use;
+  uint64_t kernels;  /* launched while it was recorded */
 } md_cuda_graph;
 
 /* What a replay reads at its start (pinned host memory). */
 typedef struct md_cuda_step_params {
-  int64_t pos;
+  int64_t pos;   /* then slot: copied to step_pos_dev[0..1] together */
+  int64_t slot;
   int32_t token;
 } md_cuda_step_params;
 
@@ -117,7 +119,6 @@ typedef struct md_cuda_kernels {
   md_cuda_scratch f32_tiles;  /* EXACT prefill: weight tiles converted to f32 */
   md_cuda_scratch attn;       /* attention: scores, partial sums, row statistics */
   md_cuda_scratch hook_rows;  /* attention rows for the hook */
-  md_cuda_scratch norm_row;   /* logits: the normalised row */
   md_cuda_scratch tokens;     /* embed: token ids */
   md_cuda_scratch compact;    /* kv_compact: the kept slots' rows */
   md_cuda_scratch compact_rows; /* kv_compact: their indices */
@@ -132,6 +133,7 @@ typedef struct md_cuda_kernels {
   int *overflow;              /* device flag: F16 activations overflowed */
   bool overflow_armed;        /* an F16 conversion ran since the last check */
   int64_t *argmax_index;      /* device */
+  md_cuda_argmax_scratch argmax_blocks; /* device: the blocks' winners */
   int64_t *argmax_host;       /* pinned */
   /* recorded decode steps (graph.c) */
   bool graphs;                /* record and replay decode steps */
@@ -140,14 +142,16 @@ typedef struct md_cuda_kernels {
   bool capturing;             /* a logged step runs under stream capture */
   md_cuda_op *log;
   size_t log_n, log_capacity;
-  int64_t step_pos;
+  int64_t step_pos;           /* the step's token position (RoPE) */
+  int64_t step_slot;          /* and its cache slot (kv_store, attention) */
   int32_t step_token;         /* the step's token id (-1: none logged) */
   const int32_t *step_tokens; /* the caller's ids, for running the log as it is */
   md_cuda_graph graph_cache[MD_CUDA_GRAPH_CACHE];
   uint64_t graph_clock;
   md_cuda_step_params *step_params; /* pinned */
-  int64_t *step_pos_dev;      /* device copy of step_params->pos during a replay */
+  int64_t *step_pos_dev;      /* device copy of step_params->pos and ->slot in a replay */
   cudaEvent_t graph_done;     /* the last replay is complete */
+  uint64_t step_kernels;      /* kernels in the last replayed graph */
 } md_cuda_kernels;
 
 static inline md_cuda_kernels *md_cuda_of(md_kernels *k) { return (md_cuda_kernels *)k; }
@@ -172,7 +176,10 @@ bool md_cuda_fits(md_cuda_kernels *c, const char *op, const char *name, const md
                   size_t floats);
 
 /* graph.c: step_begin / step_end, the log, and resources */
-void md_cuda_step_begin(md_kernels *k, int64_t pos);
+void md_cuda_step_begin(md_kernels *k, int64_t pos, int64_t slot);
+/* In a recorded step, the device copies of the step's position and slot. */
+static inline const int64_t *md_cuda_step_pos_dev(const md_cuda_kernels *c) { return c->step_pos_dev; }
+static inline const int64_t *md_cuda_step_slot_dev(const md_cuda_kernels *c) { return c->step_pos_dev + 1; }
 void md_cuda_step_end(md_kernels *k);
 /* When logging, appends op (zeroed with md_cuda_op_init, then filled:
  * MD_CUDA_LOG_OR_RUN) and returns true: the operation must not run now. */
@@ -207,7 +214,22 @@ void md_cuda_graphs_forget(md_cuda_kernels *c);
  * a step, so that they see the operations queued before them. */
 void md_cuda_flush_log(md_cuda_kernels *c);
 
+/* fuse.c: how many of the logged operations ops[i..] one fused launch
+ * sequence runs (having run them), or 0 when ops[i] starts no fusion.
+ * pos and slot are the step's. */
+size_t md_cuda_fuse(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i, int64_t pos,
+                    int64_t slot);
+
 /* compute.c */
+/* rope, kv_store and attention of one decode step in two launches (RoPE
+ * and the store inside attention; md_cuda_decode_rope). */
+void md_cuda_fused_attention(md_cuda_kernels *c, const md_cuda_op *rope, const md_cuda_op *store,
+                             const md_cuda_op *attn, int64_t pos, int64_t slot);
+/* count one-row matmuls of one input in one launch, after the rmsnorm
+ * that produces their input (norm, or NULL), with the epilogue that
+ * stands for `tail` (an add or a swiglu, or NULL). */
+void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cuda_op *const *products,
+                        int count, md_cuda_gemv_epilogue epilogue, const md_cuda_op *tail);
 /* Bytes of decode scratch for max_keys keys. */
 size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys);
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,

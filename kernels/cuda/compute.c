@@ -176,17 +176,18 @@ static const float *rows_to_host(md_cuda_kernels *c, const float *device, size_t
 size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys) {
   const size_t heads = (size_t)n_heads, hd = (size_t)head_dim, n_keys = (size_t)max_keys;
   const size_t chunks = (size_t)md_cuda_decode_chunks(max_keys);
-  return (heads * n_keys + 2 * chunks * heads + chunks * heads * hd + 2 * heads) * sizeof(float);
+  return (heads * n_keys + 2 * chunks * heads + chunks * heads * hd) * sizeof(float);
 }
 
 /* The scratch is laid out for max_keys keys: the visible ones (pos0 + 1),
- * or the cache's capacity in a recorded step, whose position is read on
- * the device. */
+ * or the cache's capacity in a recorded step, whose slot is read on the
+ * device. rope: RoPE and the KV store fused in (md_cuda_decode_rope). */
 static void decode(md_cuda_kernels *c, md_cuda_attn_args *a, int layer, int64_t capacity,
-                   const md_attn_hook *hook, const md_attn_capture *capture) {
-  if (c->capturing) a->pos_dev = c->step_pos_dev;
+                   const md_attn_hook *hook, const md_attn_capture *capture,
+                   const md_cuda_decode_rope *rope) {
+  if (c->capturing) a->pos_dev = md_cuda_step_slot_dev(c);
   const int64_t max_keys = c->capturing ? capacity : a->pos0 + 1;
-  const size_t heads = (size_t)a->n_heads, hd = (size_t)a->head_dim, n_keys = (size_t)max_keys;
+  const size_t heads = (size_t)a->n_heads, n_keys = (size_t)max_keys;
   const size_t chunks = (size_t)md_cuda_decode_chunks(max_keys);
   float *base = md_cuda_scratch_get(c, &c->attn, md_cuda_decode_scratch_bytes(a->n_heads, a->head_dim, max_keys),
                                     "decode attention");
@@ -195,12 +196,11 @@ static void decode(md_cuda_kernels *c, md_cuda_attn_args *a, int layer, int64_t 
   s.part_max = s.scores + heads * n_keys;
   s.part_sum = s.part_max + chunks * heads;
   s.part_out = s.part_sum + chunks * heads;
-  s.stats = s.part_out + chunks * heads * hd;
-  md_cuda_attn_decode(&c->ctx, a, &s, max_keys);
-  if (!hook && !capture) return;
-  md_cuda_attn_decode_weights(&c->ctx, a, &s, max_keys, hook != NULL,
-                              capture ? capture->received->data : NULL, capture ? capture->weight : 0.0f,
-                              capture && capture->heads == MD_CAPTURE_HEADS_MAX);
+  md_cuda_decode_weights f = {
+      .write_rows = hook != NULL, .received = capture ? capture->received->data : NULL,
+      .weight = capture ? capture->weight : 0.0f,
+      .heads_max = capture && capture->heads == MD_CAPTURE_HEADS_MAX};
+  md_cuda_attn_decode(&c->ctx, a, &s, max_keys, rope, hook || capture ? &f : NULL);
   if (!hook) return;
   const size_t visible = (size_t)(a->pos0 + 1); /* hooked steps are never recorded */
   const float *rows = rows_to_host(c, s.scores, heads, visible);
@@ -245,6 +245,15 @@ static void prefill(md_cuda_kernels *c, const md_cuda_attn_args *a, int layer,
   if (hook) prefill_hook(c, a, layer, hook, row_max, row_sum);
 }
 
+static md_cuda_attn_args attn_args(md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
+                                    const md_attn_shape *shape, int64_t pos0, int64_t n) {
+  md_cuda_attn_args a = {
+      .out = out->data, .q = q->data, .cache = cache->data, .n_heads = shape->n_heads,
+      .n_kv_heads = shape->n_kv_heads, .head_dim = shape->head_dim, .capacity = shape->capacity,
+      .pos0 = pos0, .n = n, .scale = (float)pow((double)shape->head_dim, -0.5)};
+  return a;
+}
+
 void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
                           const md_attn_shape *shape, int64_t pos0, int64_t n,
                           const md_attn_hook *hook, const md_attn_capture *capture) {
@@ -258,10 +267,74 @@ void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
   if (!attention_args_ok(c, out, q, cache, shape, pos0, n, capture) || !md_cuda_enter(c)) return;
   md_cuda_guard_write(c, out);
   if (capture) md_cuda_guard_write(c, capture->received);
-  md_cuda_attn_args a = {
-      .out = out->data, .q = q->data, .cache = cache->data, .n_heads = shape->n_heads,
-      .n_kv_heads = shape->n_kv_heads, .head_dim = shape->head_dim, .capacity = shape->capacity,
-      .pos0 = pos0, .n = n, .scale = (float)pow((double)shape->head_dim, -0.5)};
-  if (n == 1) decode(c, &a, shape->layer, shape->capacity, hook, capture);
+  md_cuda_attn_args a = attn_args(out, q, cache, shape, pos0, n);
+  if (n == 1) decode(c, &a, shape->layer, shape->capacity, hook, capture, NULL);
   else prefill(c, &a, shape->layer, hook, capture);
+}
+
+/* ---- fused decode operations (fuse.c finds them in a logged step) ---------------- */
+
+void md_cuda_fused_attention(md_cuda_kernels *c, const md_cuda_op *rope, const md_cuda_op *store,
+                             const md_cuda_op *attn, int64_t pos, int64_t slot) {
+  const md_attn_shape *shape = &attn->shape;
+  const int hd = shape->head_dim;
+  const md_attn_capture *capture = attn->capture.received ? &attn->capture : NULL;
+  if (!attention_args_ok(c, attn->out, attn->in, attn->in2, shape, slot, 1, capture)) return;
+  const size_t kv_row = (size_t)shape->n_kv_heads * (size_t)hd;
+  if (!md_cuda_fits(c, "rope", "k", rope->out2, kv_row) ||
+      !md_cuda_fits(c, "kv_store", "value", store->in2, kv_row) || !md_cuda_enter(c))
+    return;
+  const float *inv_freq = md_cuda_rope_table(c, hd, rope->theta);
+  if (!inv_freq) return;
+  md_cuda_guard_write(c, rope->out);
+  md_cuda_guard_write(c, rope->out2);
+  md_cuda_guard_write(c, store->out);
+  md_cuda_guard_write(c, attn->out);
+  if (capture) md_cuda_guard_write(c, capture->received);
+  md_cuda_attn_args a = attn_args(attn->out, attn->in, attn->in2, shape, slot, 1);
+  md_cuda_decode_rope r = {.inv_freq = inv_freq, .key = rope->out2->data, .value = store->in2->data,
+                           .pos = pos, .pos_dev = c->capturing ? md_cuda_step_pos_dev(c) : NULL};
+  decode(c, &a, shape->layer, shape->capacity, NULL, capture, &r);
+  return;
+}
+
+void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cuda_op *const *products,
+                        int count, md_cuda_gemv_epilogue epilogue, const md_cuda_op *tail) {
+  const md_kbuf *x = norm ? norm->in : products[0]->in;
+  const int64_t cols = products[0]->w->cols;
+  md_cuda_gemv_args g = {.count = count, .dtype = products[0]->w->dtype, .cols = cols,
+                         .x = x->data, .epilogue = epilogue};
+  if (!md_cuda_fits(c, "matmul", "x", x, (size_t)cols)) return;
+  if (norm && !md_cuda_fits(c, "rmsnorm", "out", norm->out, (size_t)cols)) return;
+  for (int m = 0; m < count; m++) {
+    const md_cuda_op *p = products[m];
+    const int64_t rows = p->w->rows;
+    if (p->w2 && p->w2->cols != rows) {
+      md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: matmul: bias of %lld for %lld rows",
+                   (long long)p->w2->cols, (long long)rows);
+      return;
+    }
+    if (!md_cuda_fits(c, "matmul", "y", p->out, (size_t)rows)) return;
+    g.w[m] = p->w->data;
+    g.rows[m] = rows;
+    g.bias[m] = p->w2 ? p->w2->data : NULL;
+    g.y[m] = p->out->data;
+  }
+  if (tail && (!md_cuda_fits(c, "add", "x", tail->out, tail->count) ||
+               !md_cuda_fits(c, "add", "y", tail->in, tail->count)))
+    return;
+  if (!md_cuda_enter(c)) return;
+  if (norm) {
+    g.norm_weight = norm->w->data;
+    g.eps = norm->eps;
+    g.norm_out = norm->out->data;
+    md_cuda_guard_write(c, norm->out);
+  }
+  for (int m = 0; m < count; m++) md_cuda_guard_write(c, products[m]->out);
+  if (epilogue == MD_CUDA_GEMV_RESIDUAL) {
+    g.residual = tail->out->data;
+    md_cuda_guard_write(c, tail->out);
+  }
+  md_cuda_gemv_fused(&c->ctx, &g);
+  return;
 }

@@ -77,8 +77,11 @@ typedef struct md_cuda_options {
   int device;            /* CUDA device ordinal (cuda:N) */
   md_cuda_gemm gemm;     /* prefill matrix products */
   int sync_each_launch;  /* nonzero: synchronise after every kernel (slow) */
-  int graphs;            /* nonzero: record decode steps as CUDA graphs and
-                            replay them (also MD_CUDA_GRAPHS=1; see graph.c) */
+  int no_graphs;         /* nonzero: launch decode steps kernel by kernel
+                            instead of recording them as CUDA graphs and
+                            replaying them (also MD_CUDA_GRAPHS=0) */
+  int no_pdl;            /* nonzero: no programmatic launches of the decode
+                            products (also MD_CUDA_PDL=0) */
 } md_cuda_options;
 
 /* Creates a CUDA back end on device options->device (options may be NULL:
@@ -92,7 +95,11 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
 const char *md_kernels_cuda_describe(const md_kernels *k);
 
 /* Kernel launches queued so far (a decode step's count tells how
- * launch-bound small models are). */
+ * launch-bound small models are; a replayed graph counts one). */
 uint64_t md_kernels_cuda_launches(const md_kernels *k);
+
+/* Kernels in the most recently replayed decode-step graph (0 before the
+ * first): what one step launches on the GPU. */
+uint64_t md_kernels_cuda_step_kernels(const md_kernels *k);
 
 #endif

@@ -30,6 +30,7 @@ typedef struct md_cuda_ctx {
   int device;
   bool sync_each_launch;      /* synchronise after each launch (diagnostics) */
   size_t max_smem_optin;      /* shared memory a block may opt in to (bytes) */
+  bool pdl;                   /* programmatic launches of the decode GEMVs (Hopper+) */
   uint64_t launches;          /* kernels launched */
   md_status status;           /* first failure since the last report, MD_OK if none */
   md_error error;             /* its message */
@@ -103,14 +104,54 @@ void md_cuda_to_half(md_cuda_ctx *ctx, uint16_t *dst, const float *src, size_t c
 /* dst[(r - r0) * cols + c] = W[r, c] as f32, r in [r0, r1). */
 void md_cuda_rows_to_f32(md_cuda_ctx *ctx, float *dst, const void *w, md_dtype dtype, int64_t cols,
                          int64_t r0, int64_t r1);
+/* Blocks of the multi-block argmax at most, and their scratch (device
+ * memory; `done` zero between launches, which leave it so). */
+#define MD_CUDA_ARGMAX_BLOCKS 64
+typedef struct md_cuda_argmax_scratch {
+  float *block_value;    /* [MD_CUDA_ARGMAX_BLOCKS] */
+  int64_t *block_index;  /* [MD_CUDA_ARGMAX_BLOCKS] */
+  unsigned *done;        /* blocks finished */
+} md_cuda_argmax_scratch;
 /* *index (device memory) = the first index of the largest of v[0 .. n-1]. */
-void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index);
+void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index,
+                    const md_cuda_argmax_scratch *s);
 
 /* ---- gemv.cu -------------------------------------------------------------- */
 
 /* y[r] = W[r, :] . x (+ bias[r]) for r < rows: the decode product. */
 void md_cuda_gemv(md_cuda_ctx *ctx, float *y, const void *w, md_dtype dtype, int64_t rows,
                   int64_t cols, const float *x, const float *bias);
+
+typedef enum md_cuda_gemv_epilogue {
+  MD_CUDA_GEMV_PLAIN = 0,    /* y[m] = W[m] x + b[m] */
+  MD_CUDA_GEMV_RESIDUAL = 1, /* and residual += y[0] (count 1) */
+  MD_CUDA_GEMV_SWIGLU = 2,   /* count 2, equal rows: y[1] = up, y[0] = silu(gate) * up */
+} md_cuda_gemv_epilogue;
+
+/* The decode step's products in one launch: y[m] = W[m] x' + bias[m] for
+ * the count (1 to 3) matrices of one dtype and `cols` columns, where x' is
+ * x, or with norm_weight its RMSNorm (rmsnorm's bits; written to norm_out
+ * too when not NULL), then the epilogue. */
+typedef struct md_cuda_gemv_args {
+  int count;
+  const void *w[3];          /* device memory, [rows[m], cols] in `dtype` */
+  int64_t rows[3];
+  const float *bias[3];      /* NULL: none */
+  float *y[3];
+  md_dtype dtype;
+  int64_t cols;
+  const float *x;            /* [cols] */
+  const float *norm_weight;  /* [cols] or NULL: no norm */
+  float eps;
+  float *norm_out;           /* [cols] or NULL */
+  md_cuda_gemv_epilogue epilogue;
+  float *residual;           /* MD_CUDA_GEMV_RESIDUAL: [rows[0]] */
+  int64_t total_rows;        /* set by the launcher */
+  bool prefetch;             /* set by the launcher: a PDL launch */
+} md_cuda_gemv_args;
+void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *args);
+/* Raises the GEMV kernels' shared-memory limit (the normalised input). */
+void md_cuda_gemv_init(md_cuda_ctx *ctx);
 
 /* ---- attention.cu --------------------------------------------------------- */
 
@@ -128,12 +169,32 @@ typedef struct md_cuda_attn_args {
 
 /* Decode scratch, for n_keys = pos0 + 1 visible keys. */
 typedef struct md_cuda_decode_scratch {
-  float *scores;   /* [n_heads][n_keys]: scaled scores; softmax weights after weights() */
+  float *scores;   /* [n_heads][n_keys]: scaled scores; softmax weights with write_rows */
   float *part_max; /* [chunks][n_heads] per chunk: max score */
   float *part_sum; /* [chunks][n_heads]: sum of exp(score - chunk max) */
   float *part_out; /* [chunks][n_heads][hd]: sum of exp(score - chunk max) * value */
-  float *stats;    /* [n_heads][2]: the row's max and sum */
 } md_cuda_decode_scratch;
+
+/* RoPE and the KV store fused into decode attention (inv_freq NULL: not):
+ * the queries in a->q and the key are rotated at position pos (or *pos_dev)
+ * and written back, and the key and value stored in the cache at the
+ * step's slot (a->pos0 or *a->pos_dev): what rope then kv_store do. */
+typedef struct md_cuda_decode_rope {
+  const float *inv_freq;  /* [head_dim / 2] */
+  float *key;             /* [n_kv_heads * head_dim] */
+  const float *value;     /* [n_kv_heads * head_dim] */
+  int64_t pos;            /* the token's position (RoPE) */
+  const int64_t *pos_dev; /* when not NULL, pos is read from it */
+} md_cuda_decode_rope;
+
+/* The softmax weights of a decode step: over the scores (write_rows, the
+ * hook's rows) and/or received[k] += weight * (mean or max over heads). */
+typedef struct md_cuda_decode_weights {
+  bool write_rows;
+  float *received;
+  float weight;
+  bool heads_max;
+} md_cuda_decode_weights;
 
 /* Chunks of the cache a decode step splits the keys into. */
 int64_t md_cuda_decode_chunks(int64_t n_keys);
@@ -142,18 +203,14 @@ int64_t md_cuda_decode_chunks(int64_t n_keys);
  * device allows (needed for head_dim > 128 and large GQA groups). */
 void md_cuda_attention_init(md_cuda_ctx *ctx);
 
-/* Decode (n = 1): a->out, the scores and the row statistics. The grids
- * cover max_keys keys (pos0 + 1, or the capacity when the position is read
- * from a->pos_dev); blocks beyond the visible keys do nothing. The scratch
- * holds max_keys keys. */
+/* Decode (n = 1), two launches: a->out and the scores, with RoPE and the KV
+ * store fused when rope is not NULL, and the weights when weights is not
+ * NULL. The grids cover max_keys keys (pos0 + 1, or the capacity when the
+ * slot is read from a->pos_dev); blocks beyond the visible keys do
+ * nothing. The scratch holds max_keys keys. */
 void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                         const md_cuda_decode_scratch *s, int64_t max_keys);
-/* After md_cuda_attn_decode: the softmax weights of every head (written over
- * s->scores when write_rows) and, when received is not NULL,
- * received[k] += weight * (mean or max over heads of the weights). */
-void md_cuda_attn_decode_weights(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
-                                 const md_cuda_decode_scratch *s, int64_t max_keys,
-                                 bool write_rows, float *received, float weight, bool heads_max);
+                         const md_cuda_decode_scratch *s, int64_t max_keys,
+                         const md_cuda_decode_rope *rope, const md_cuda_decode_weights *weights);
 
 /* Prefill (n >= 1): a->out, and each query row's softmax max and sum
  * (row_max, row_sum: [n][n_heads]). */

@@ -1,5 +1,6 @@
 // Per-element and per-row kernels: embedding, RMSNorm, RoPE, KV-cache
-// stores and compaction, SwiGLU, residual add, bias rows, dtype conversions and argmax.
+// stores and compaction, SwiGLU, residual add, bias rows, dtype conversions and
+// argmax.
 //
 // They compute what the CPU back end computes, in the same order where the
 // order decides the rounding: products and sums that the CPU code writes as
@@ -19,37 +20,23 @@ __global__ void embed_kernel(float *x, const void *table, md_dtype dtype, const 
   }
 }
 
-// One block per row. HF's Qwen2RMSNorm: variance = mean(x^2) in fp32 (our
-// sum of squares is in double, as the CPU back end's), x * rsqrt(variance +
-// eps) times the weight. out may alias x: each thread reads the elements it
-// later writes, and all reads of the sum happen before the barrier.
+// One block per row (rms_inverse, common.cuh). out may alias x: each
+// thread reads the elements it later writes, and all reads of the sum
+// happen before the barrier.
 __global__ void rmsnorm_kernel(float *out, const float *x, const float *weight, int64_t n,
                                int64_t dim, float eps) {
   __shared__ double warp_part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int warps = (blockDim.x + 31) >> 5;
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     const float *xr = x + row * dim;
-    double sum_sq = 0.0;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) sum_sq += (double)xr[j] * (double)xr[j];
-    sum_sq = warp_sum(sum_sq);
-    if (lane == 0) warp_part[warp] = sum_sq;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < warps; w++) total += warp_part[w];
-    float variance = (float)(total / (double)dim);
-    float inv_rms = 1.0f / sqrtf(variance + eps);
+    const float inv_rms = rms_inverse(xr, dim, eps, warp_part);
     float *outr = out + row * dim;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-      outr[j] = __fmul_rn(weight[j], __fmul_rn(xr[j], inv_rms));
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) outr[j] = rms_scale(xr[j], inv_rms, weight[j]);
     __syncthreads();  // warp_part is reused by the next row
   }
 }
 
-// One block per token; threads over (head, i) pairs of queries then keys.
-// The angle is pos * inv_freq[i] in float32 as HF computes it; its cosine
-// and sine are evaluated in double and rounded, i.e. correctly rounded like
-// glibc's cosf/sinf on the CPU side (CUDA's cosf is within 2 ulp only).
+// One block per token; threads over (head, i) pairs of queries then keys
+// (rope_pair, common.cuh).
 __global__ void rope_kernel(float *q, float *k, const float *inv_freq, int64_t n, int n_heads,
                             int n_kv_heads, int head_dim, int64_t pos0, const int64_t *pos_dev) {
   const int half = head_dim / 2;
@@ -61,13 +48,7 @@ __global__ void rope_kernel(float *q, float *k, const float *inv_freq, int64_t n
       int head = p / half, i = p % half;
       float *v = head < n_heads ? q + (t * n_heads + head) * head_dim
                                 : k + (t * n_kv_heads + (head - n_heads)) * head_dim;
-      float angle = __fmul_rn(pos, inv_freq[i]);
-      double sin_d, cos_d;
-      sincos((double)angle, &sin_d, &cos_d);
-      float c = (float)cos_d, s = (float)sin_d;
-      float x1 = v[i], x2 = v[i + half];
-      v[i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
-      v[i + half] = __fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s));
+      rope_pair(v[i], v[i + half], pos, inv_freq[i], &v[i], &v[i + half]);
     }
   }
 }
@@ -157,13 +138,20 @@ __device__ __forceinline__ bool beats(float bv, int64_t bi, float av, int64_t ai
   return bv > av || (bv == av && bi < ai);
 }
 
-__global__ void argmax_kernel(const float *v, int64_t n, int64_t *index) {
+// Each block finds the first largest of a grid-stride share of v (a
+// thread's indices increase, so "strictly larger" keeps the first); the
+// last block to finish (a counter, reset by that block) reduces the
+// blocks' winners. Whichever order blocks finish in, "beats" picks the
+// same index.
+__global__ void argmax_kernel(const float *v, int64_t n, int64_t *index, md_cuda_argmax_scratch s) {
   __shared__ float best_v[32];
   __shared__ int64_t best_i[32];
+  __shared__ bool last;
   float bv = -INFINITY;
   int64_t bi = INT64_MAX;  // loses every tie against a real element
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    if (bi == INT64_MAX || v[i] > bv) {  // strictly larger: a thread's indices increase
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    if (bi == INT64_MAX || v[i] > bv) {
       bv = v[i];
       bi = i;
     }
@@ -188,8 +176,26 @@ __global__ void argmax_kernel(const float *v, int64_t n, int64_t *index) {
         bv = best_v[w];
         bi = best_i[w];
       }
-    *index = bi;
+    s.block_value[blockIdx.x] = bv;
+    s.block_index[blockIdx.x] = bi;
+    __threadfence();  // the winner is visible before the count says so
+    last = atomicAdd(s.done, 1u) == gridDim.x - 1;
   }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  __threadfence();
+  bv = s.block_value[0];
+  bi = s.block_index[0];
+  for (unsigned b = 1; b < gridDim.x; b++) {
+    const float ov = ((volatile float *)s.block_value)[b];
+    const int64_t oi = ((volatile int64_t *)s.block_index)[b];
+    if (beats(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  *index = bi;
+  *s.done = 0;
 }
 
 }  // namespace md_cuda
@@ -273,7 +279,10 @@ extern "C" void md_cuda_rows_to_f32(md_cuda_ctx *ctx, float *dst, const void *w,
             r1);
 }
 
-extern "C" void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index) {
+extern "C" void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index,
+                               const md_cuda_argmax_scratch *s) {
   if (n <= 0) return;
-  MD_LAUNCH(ctx, argmax_kernel, dim3(1), 1024, 0, v, n, index);
+  int64_t blocks = (n + 4095) / 4096;  // at least 4 elements a thread
+  if (blocks > MD_CUDA_ARGMAX_BLOCKS) blocks = MD_CUDA_ARGMAX_BLOCKS;
+  MD_LAUNCH(ctx, argmax_kernel, dim3((unsigned)blocks), 1024, 0, v, n, index, *s);
 }

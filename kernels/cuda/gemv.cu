@@ -1,14 +1,32 @@
-// The decode step's matrix-vector product y = W x + b, W [rows, cols] in
-// its file dtype (F32, F16, BF16), x and y f32, fp32 accumulation. It is
+// The decode step's matrix-vector products, y = W x + b, W [rows, cols] in
+// its file dtype (F32, F16, BF16), x and y f32, fp32 accumulation. They are
 // bound by memory bandwidth: every weight byte is read once, with 16-byte
 // loads (8 BF16/F16 or 4 F32 values), converted in registers.
 //
+// One kernel serves every product of a decode step (md_cuda_gemv_args):
+// up to three matrices of one input in one launch (their rows
+// concatenated: q/k/v, gate/up), optionally the RMSNorm of the input
+// computed by every block into shared memory first (the norm that feeds
+// the product, so its output need not make a round trip through a launch
+// of its own), and an epilogue: none, the residual add x += y, or SwiGLU
+// (gate = silu(gate) * up, a block holding the same rows of both).
+//
 // A block of 8 warps covers 8 / split rows; the `split` warps of a row take
-// consecutive slices of its columns (more warps for matrices with few rows,
+// consecutive slices of its columns (split_for: more warps for long rows,
 // so that enough loads are in flight to fill the memory system) and their
 // sums are added in slice order. Each lane keeps kUnroll independent loads
 // in flight. Shapes whose rows are not a whole number of 16-byte vectors
 // (or misaligned pointers) take a scalar kernel.
+//
+// On Hopper and later the launch may be programmatic (md_cuda_ctx.pdl,
+// PDL): the kernel starts while the one before it finishes, prefetches its
+// block's weight rows into L2 (they do not depend on the earlier kernel)
+// and waits for the earlier kernel's results (griddepcontrol.wait) before
+// it reads x or writes anything.
+//
+// The results are bit-identical whichever way a product is launched: the
+// norm is rmsnorm_kernel's code (md_cuda::rms_inverse and rms_scale), and
+// x is the same floats whether read from global or shared memory.
 #include "kernels/cuda/common.cuh"
 
 namespace md_cuda {
@@ -17,17 +35,17 @@ constexpr int kWarps = 8;   // warps per block
 constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
 
 // acc += w . x over one 16-byte weight vector; x holds the matching floats.
-template <int DT>
+template <int DT, bool SMEM_X>
 __device__ __forceinline__ float dot_vec(uint4 w, const float4 *x, float acc) {
   if (DT == MD_DTYPE_F32) {
-    float4 a = __ldg(x);
+    float4 a = SMEM_X ? *x : __ldg(x);
     acc = fmaf(__uint_as_float(w.x), a.x, acc);
     acc = fmaf(__uint_as_float(w.y), a.y, acc);
     acc = fmaf(__uint_as_float(w.z), a.z, acc);
     acc = fmaf(__uint_as_float(w.w), a.w, acc);
     return acc;
   }
-  float4 a = __ldg(x), b = __ldg(x + 1);
+  float4 a = SMEM_X ? x[0] : __ldg(x), b = SMEM_X ? x[1] : __ldg(x + 1);
   // Little-endian: the low half of each 32-bit word is the earlier element.
   if (DT == MD_DTYPE_BF16) {
     acc = fmaf(__uint_as_float(w.x << 16), a.x, acc);
@@ -51,106 +69,238 @@ __device__ __forceinline__ float dot_vec(uint4 w, const float4 *x, float acc) {
   return acc;
 }
 
-// Adds the `split` partial sums of each row (slice order) and the bias.
-__device__ __forceinline__ void finish_row(float acc, int split, bool active, int64_t row,
-                                           float *y, const float *bias) {
+// Which matrix a row of the concatenation belongs to, and its row there.
+__device__ __forceinline__ int matrix_of(const md_cuda_gemv_args &a, int64_t row, int64_t *local) {
+  int m = 0;
+  while (m + 1 < a.count && row >= a.rows[m]) row -= a.rows[m++];
+  *local = row;
+  return m;
+}
+
+// The row a warp works on: in the SwiGLU layout a block's first half of
+// row slots are gate rows r0.., its second half the same rows of up.
+__device__ __forceinline__ int64_t row_of_slot(const md_cuda_gemv_args &a, int slot, int slots) {
+  if (a.epilogue == MD_CUDA_GEMV_SWIGLU) {
+    const int half = slots / 2;
+    const int64_t r = (int64_t)blockIdx.x * half + slot % half;
+    return r < a.rows[0] ? (slot < half ? r : a.rows[0] + r) : -1;
+  }
+  const int64_t r = (int64_t)blockIdx.x * slots + slot;
+  return r < a.total_rows ? r : -1;
+}
+
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+  (void)p;
+#endif
+}
+
+// The epilogue of the block's row slots, from the warps' partial sums.
+__device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, const float *partial,
+                                           int split, int slots) {
+  const int t = threadIdx.x;
+  if (a.epilogue == MD_CUDA_GEMV_SWIGLU) {
+    const int half = slots / 2;
+    if (t >= half) return;
+    const int64_t r = (int64_t)blockIdx.x * half + t;
+    if (r >= a.rows[0]) return;
+    float g = partial[t * split], u = partial[(t + half) * split];
+    for (int p = 1; p < split; p++) g += partial[t * split + p];
+    for (int p = 1; p < split; p++) u += partial[(t + half) * split + p];
+    if (a.bias[0]) g = g + a.bias[0][r];
+    if (a.bias[1]) u = u + a.bias[1][r];
+    a.y[1][r] = u;
+    a.y[0][r] = g / (1.0f + expf(-g)) * u;  // swiglu_kernel's expression
+    return;
+  }
+  if (t >= slots) return;
+  const int64_t row = row_of_slot(a, t, slots);
+  if (row < 0) return;
+  int64_t local;
+  const int m = matrix_of(a, row, &local);
+  float sum = partial[t * split];
+  for (int p = 1; p < split; p++) sum += partial[t * split + p];
+  const float y = a.bias[m] ? sum + a.bias[m][local] : sum;
+  a.y[m][local] = y;
+  if (a.epilogue == MD_CUDA_GEMV_RESIDUAL) a.residual[local] = a.residual[local] + y;
+}
+
+// W as 16-byte vectors, x as float4s (from shared memory when NORM: the
+// normalised input).
+template <int DT, bool NORM>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_vec_kernel(md_cuda_gemv_args a, int split) {
+  constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
+  constexpr int x_per_vec = per_vec / 4;  // float4s of x per weight vector
+  MD_DYNAMIC_SMEM(float, x_s);            // NORM: [cols]
   __shared__ float partial[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ double norm_part[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slots = kWarps / split;
+  const int64_t vecs_per_row = a.cols / per_vec;
+  const int64_t row = row_of_slot(a, warp / split, slots);
+  int64_t local = 0;
+  const int m = row >= 0 ? matrix_of(a, row, &local) : 0;
+  const int part = warp % split;
+  const int64_t per_part = (vecs_per_row + split - 1) / split;
+  const int64_t begin = part * per_part;
+  const int64_t end = begin + per_part < vecs_per_row ? begin + per_part : vecs_per_row;
+  const uint4 *wr = row >= 0 ? static_cast<const uint4 *>(a.w[m]) + local * vecs_per_row : nullptr;
+  allow_dependents();
+  if (a.prefetch && wr)  // a lane per 128-byte line of the warp's slice
+    for (int64_t v = begin + 8 * lane; v < end; v += 8 * 32) prefetch_l2(wr + v);
+  wait_for_previous_grid();
+
+  const float4 *x;
+  if (NORM) {
+    const float inv_rms = rms_inverse(a.x, a.cols, a.eps, norm_part);
+    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
+      const float v = rms_scale(a.x[j], inv_rms, a.norm_weight[j]);
+      x_s[j] = v;
+      if (a.norm_out && blockIdx.x == 0) a.norm_out[j] = v;
+    }
+    __syncthreads();
+    x = reinterpret_cast<const float4 *>(x_s);
+  } else {
+    x = reinterpret_cast<const float4 *>(a.x);
+  }
+  float acc = 0.0f;
+  if (wr) {
+    // kUnroll loads in flight, the last round's predicated: a lane adds
+    // its vectors v = begin + lane + 32 i in increasing order either way.
+    for (int64_t v = begin + lane; v < end; v += 32 * kUnroll) {
+      uint4 wv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; u++)
+        if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
+#pragma unroll
+      for (int u = 0; u < kUnroll; u++)
+        if (v + 32 * u < end) acc = dot_vec<DT, NORM>(wv[u], x + (v + 32 * u) * x_per_vec, acc);
+    }
+  }
   acc = warp_sum(acc);
   if (lane == 0) partial[warp] = acc;
   __syncthreads();
-  if (active && lane == 0 && warp % split == 0) {
-    float sum = partial[warp];
-    for (int p = 1; p < split; p++) sum += partial[warp + p];
-    y[row] = bias ? sum + bias[row] : sum;
-  }
+  finish_rows(a, partial, split, slots);
 }
 
-// W as 16-byte vectors: vecs_per_row of them per row; x as float4s.
-template <int DT>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_vec_kernel(float *y, const uint4 *w, int64_t rows, int64_t vecs_per_row,
-                    const float4 *x, const float *bias, int split) {
-  constexpr int x_per_vec = DT == MD_DTYPE_F32 ? 1 : 2;  // float4s of x per weight vector
+// Any shape and alignment: one warp per row, element by element (the norm,
+// when asked for, into shared memory as above).
+__global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_args a) {
+  MD_DYNAMIC_SMEM(float, x_s);
+  __shared__ float partial[kWarps];
+  __shared__ double norm_part[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t row = (int64_t)blockIdx.x * (kWarps / split) + warp / split;
-  const bool active = row < rows;  // no early return: finish_row has a barrier
-  float acc = 0.0f;
-  if (active) {
-    const int part = warp % split;
-    const int64_t per_part = (vecs_per_row + split - 1) / split;
-    const int64_t begin = part * per_part;
-    const int64_t end = begin + per_part < vecs_per_row ? begin + per_part : vecs_per_row;
-    const uint4 *wr = w + row * vecs_per_row;
-    int64_t v = begin + lane;
-    for (; v + 32 * (kUnroll - 1) < end; v += 32 * kUnroll) {
-      uint4 wv[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; u++) wv[u] = __ldg(wr + v + 32 * u);
-#pragma unroll
-      for (int u = 0; u < kUnroll; u++) acc = dot_vec<DT>(wv[u], x + (v + 32 * u) * x_per_vec, acc);
+  allow_dependents();
+  wait_for_previous_grid();
+  const float *x = a.x;
+  if (a.norm_weight) {
+    const float inv_rms = rms_inverse(a.x, a.cols, a.eps, norm_part);
+    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
+      const float v = rms_scale(a.x[j], inv_rms, a.norm_weight[j]);
+      x_s[j] = v;
+      if (a.norm_out && blockIdx.x == 0) a.norm_out[j] = v;
     }
-    for (; v < end; v += 32) acc = dot_vec<DT>(__ldg(wr + v), x + v * x_per_vec, acc);
+    __syncthreads();
+    x = x_s;
   }
-  finish_row(acc, split, active, row, y, bias);
-}
-
-// Any shape and alignment: one warp per row, element by element.
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_scalar_kernel(float *y, const void *w, md_dtype dtype, int64_t rows, int64_t cols,
-                       const float *x, const float *bias) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t row = (int64_t)blockIdx.x * kWarps + warp;
-  const bool active = row < rows;
+  const int64_t row = row_of_slot(a, warp, kWarps);
   float acc = 0.0f;
-  if (active)
-    for (int64_t c = lane; c < cols; c += 32)
-      acc = fmaf(weight_at(w, dtype, (size_t)row * (size_t)cols + (size_t)c), x[c], acc);
-  finish_row(acc, 1, active, row, y, bias);
+  if (row >= 0) {
+    int64_t local;
+    const int m = matrix_of(a, row, &local);
+    for (int64_t c = lane; c < a.cols; c += 32)
+      acc = fmaf(weight_at(a.w[m], a.dtype, (size_t)local * (size_t)a.cols + (size_t)c), x[c], acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) partial[warp] = acc;
+  __syncthreads();
+  finish_rows(a, partial, 1, kWarps);
 }
 
-// Warps per row: enough warps in total to keep loads in flight on a large
-// GPU (a 256-row K projection alone would occupy 32 blocks).
-inline int split_for(int64_t rows) {
-  if (rows >= 8192) return 1;
-  if (rows >= 2048) return 2;
-  if (rows >= 512) return 4;
-  return 8;
+// Warps per row: 1, 2 or 4, at least 64 vectors (two rounds of loads) a
+// warp. A function of the row's length only, never of the rows in the
+// launch, so that a matrix gives the same bits launched alone or fused
+// with others.
+inline int split_for(int64_t vecs_per_row) {
+  if (vecs_per_row >= 4 * 64) return 4;
+  if (vecs_per_row >= 2 * 64) return 2;
+  return 1;
+}
+
+template <int DT, bool NORM>
+void launch_vec(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, unsigned blocks, int split, size_t smem) {
+  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_vec_kernel<DT, NORM>), dim3(blocks), kWarps * 32, smem, a, split);
+}
+
+template <int DT>
+void launch_dtype(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, unsigned blocks, int split, size_t smem) {
+  if (a.norm_weight) launch_vec<DT, true>(ctx, a, blocks, split, smem);
+  else launch_vec<DT, false>(ctx, a, blocks, split, smem);
 }
 
 }  // namespace md_cuda
 
 using namespace md_cuda;
 
-extern "C" void md_cuda_gemv(md_cuda_ctx *ctx, float *y, const void *w, md_dtype dtype,
-                             int64_t rows, int64_t cols, const float *x, const float *bias) {
-  if (rows <= 0 || cols <= 0) return;
-  const int per_vec = dtype == MD_DTYPE_F32 ? 4 : 8;
-  const bool aligned = ((uintptr_t)w % 16 == 0) && ((uintptr_t)x % 16 == 0);
-  if (!aligned || cols % per_vec != 0) {
-    unsigned blocks = (unsigned)((rows + kWarps - 1) / kWarps);
-    MD_LAUNCH(ctx, gemv_scalar_kernel, dim3(blocks), kWarps * 32, 0, y, w, dtype, rows, cols, x,
-              bias);
+extern "C" void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *args) {
+  md_cuda_gemv_args a = *args;
+  a.total_rows = 0;
+  for (int m = 0; m < a.count; m++) a.total_rows += a.rows[m];
+  if (a.count < 1 || a.count > 3 || a.total_rows <= 0 || a.cols <= 0) return;
+  if (a.epilogue == MD_CUDA_GEMV_SWIGLU && (a.count != 2 || a.rows[0] != a.rows[1])) {
+    md_cuda_fail(ctx, MD_E_INVALID, "cuda kernels: a SwiGLU product needs two matrices of equal rows");
     return;
   }
-  const int split = split_for(rows);
-  const int64_t rows_per_block = kWarps / split;
-  const unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
-  const uint4 *wv = static_cast<const uint4 *>(w);
-  const float4 *xv = reinterpret_cast<const float4 *>(x);
-  const int64_t vecs = cols / per_vec;
-  switch (dtype) {
-  case MD_DTYPE_F32:
-    MD_LAUNCH(ctx, gemv_vec_kernel<MD_DTYPE_F32>, dim3(blocks), kWarps * 32, 0, y, wv, rows, vecs,
-              xv, bias, split);
-    break;
-  case MD_DTYPE_F16:
-    MD_LAUNCH(ctx, gemv_vec_kernel<MD_DTYPE_F16>, dim3(blocks), kWarps * 32, 0, y, wv, rows, vecs,
-              xv, bias, split);
-    break;
-  case MD_DTYPE_BF16:
-    MD_LAUNCH(ctx, gemv_vec_kernel<MD_DTYPE_BF16>, dim3(blocks), kWarps * 32, 0, y, wv, rows, vecs,
-              xv, bias, split);
-    break;
+  a.prefetch = ctx->pdl;
+  const size_t smem = a.norm_weight ? (size_t)a.cols * sizeof(float) : 0;
+  const int per_vec = a.dtype == MD_DTYPE_F32 ? 4 : 8;
+  bool aligned = ((uintptr_t)a.x % 16 == 0) && a.cols % per_vec == 0;
+  for (int m = 0; m < a.count; m++) aligned = aligned && (uintptr_t)a.w[m] % 16 == 0;
+  const int64_t swiglu_rows = a.epilogue == MD_CUDA_GEMV_SWIGLU ? 2 : 1;
+  if (!aligned) {
+    a.prefetch = false;
+    // One warp per row slot; SwiGLU: 4 gate and 4 up rows a block.
+    const int64_t per_block = kWarps / swiglu_rows;
+    const unsigned blocks = (unsigned)((a.total_rows / swiglu_rows + per_block - 1) / per_block);
+    MD_LAUNCH_PDL(ctx, false, gemv_scalar_kernel, dim3(blocks), kWarps * 32, smem, a);
+    return;
   }
+  const int split = split_for(a.cols / per_vec);
+  const int64_t rows_per_block = kWarps / split / swiglu_rows;
+  const unsigned blocks =
+      (unsigned)((a.total_rows / swiglu_rows + rows_per_block - 1) / rows_per_block);
+  switch (a.dtype) {
+  case MD_DTYPE_F32: launch_dtype<MD_DTYPE_F32>(ctx, a, blocks, split, smem); break;
+  case MD_DTYPE_F16: launch_dtype<MD_DTYPE_F16>(ctx, a, blocks, split, smem); break;
+  case MD_DTYPE_BF16: launch_dtype<MD_DTYPE_BF16>(ctx, a, blocks, split, smem); break;
+  }
+}
+
+extern "C" void md_cuda_gemv(md_cuda_ctx *ctx, float *y, const void *w, md_dtype dtype,
+                             int64_t rows, int64_t cols, const float *x, const float *bias) {
+  md_cuda_gemv_args a;
+  memset(&a, 0, sizeof a);
+  a.count = 1;
+  a.w[0] = w;
+  a.rows[0] = rows;
+  a.bias[0] = bias;
+  a.y[0] = y;
+  a.dtype = dtype;
+  a.cols = cols;
+  a.x = x;
+  md_cuda_gemv_fused(ctx, &a);
+}
+
+extern "C" void md_cuda_gemv_init(md_cuda_ctx *ctx) {
+  const int limit = (int)ctx->max_smem_optin;
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_F32, true>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_F16, true>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_BF16, true>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_scalar_kernel,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
 }

@@ -29,30 +29,37 @@
 
 #define CHECK(c, call) MD_CUDA_CHECK(&(c)->ctx, call)
 
-void md_cuda_step_begin(md_kernels *k, int64_t pos) {
+void md_cuda_step_begin(md_kernels *k, int64_t pos, int64_t slot) {
   md_cuda_kernels *c = md_cuda_of(k);
   if (!c->graphs || c->ctx.status != MD_OK) return;
   c->logging = true;
   c->replayable = true;
   c->log_n = 0;
   c->step_pos = pos;
+  c->step_slot = slot;
   c->step_token = -1;
 }
 
-/* Operations whose position (pos0) is the step's: logged relative to it,
- * so that the logs of two steps compare equal. */
+/* The step's coordinate an operation's pos0 is given in: the token
+ * position (rope) or the cache slot (kv_store, attention); 0 for the
+ * others. Logged relative to it, so that the logs of two steps compare
+ * equal. */
 static bool positioned(md_cuda_op_kind kind) {
   return kind == MD_CUDA_OP_ROPE || kind == MD_CUDA_OP_KV_STORE || kind == MD_CUDA_OP_ATTENTION;
 }
 
+static int64_t step_origin(const md_cuda_kernels *c, md_cuda_op_kind kind) {
+  return kind == MD_CUDA_OP_ROPE ? c->step_pos : c->step_slot;
+}
+
 /* Whether op may be part of a recorded step. */
-static bool recordable(const md_cuda_op *op, int64_t pos0, int64_t step_pos) {
+static bool recordable(const md_cuda_op *op, int64_t pos0, int64_t origin) {
   switch (op->kind) {
   case MD_CUDA_OP_EMBED:
   case MD_CUDA_OP_MATMUL: return op->n == 1;
   case MD_CUDA_OP_ROPE:
-  case MD_CUDA_OP_KV_STORE: return op->n == 1 && pos0 == step_pos;
-  case MD_CUDA_OP_ATTENTION: return op->n == 1 && pos0 == step_pos && !op->hook.on_row;
+  case MD_CUDA_OP_KV_STORE: return op->n == 1 && pos0 == origin;
+  case MD_CUDA_OP_ATTENTION: return op->n == 1 && pos0 == origin && !op->hook.on_row;
   default: return true;
   }
 }
@@ -71,9 +78,9 @@ bool md_cuda_log(md_cuda_kernels *c, const md_cuda_op *logged) {
   }
   md_cuda_op *op = &c->log[c->log_n++];
   memcpy(op, logged, sizeof *op); /* padding included: logs compare with memcmp */
-  int64_t pos0 = (int64_t)op->offset;
-  if (!recordable(op, pos0, c->step_pos)) c->replayable = false;
-  if (positioned(op->kind)) op->offset = (size_t)(pos0 - c->step_pos);
+  int64_t pos0 = (int64_t)op->offset, origin = step_origin(c, op->kind);
+  if (!recordable(op, pos0, origin)) c->replayable = false;
+  if (positioned(op->kind)) op->offset = (size_t)(pos0 - origin);
   if (op->kind == MD_CUDA_OP_EMBED) { /* the ids are the step's, not the log's */
     c->step_tokens = op->tokens;
     if (op->n == 1) c->step_token = op->tokens[0];
@@ -83,13 +90,18 @@ bool md_cuda_log(md_cuda_kernels *c, const md_cuda_op *logged) {
 }
 
 /* Runs logged operations (positions relative to the step's, token ids
- * the step's). */
+ * the step's), fused where fuse.c finds a pattern. */
 static void run_log(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops) {
   md_kernels *k = &c->base;
   const md_kernel_ops *f = k->ops;
   for (size_t i = 0; i < n_ops && c->ctx.status == MD_OK; i++) {
+    size_t fused = md_cuda_fuse(c, ops, n_ops, i, c->step_pos, c->step_slot);
+    if (fused) {
+      i += fused - 1;
+      continue;
+    }
     const md_cuda_op *op = &ops[i];
-    int64_t pos0 = c->step_pos + (int64_t)op->offset;
+    int64_t pos0 = step_origin(c, op->kind) + (int64_t)op->offset;
     switch (op->kind) {
     case MD_CUDA_OP_EMBED: f->embed(k, op->out, op->w, c->step_tokens, op->n); break;
     case MD_CUDA_OP_RMSNORM: f->rmsnorm(k, op->out, op->in, op->w, op->n, op->eps); break;
@@ -133,16 +145,13 @@ static bool reserve(md_cuda_kernels *c) {
                                                           op->shape.capacity),
                              "decode attention"))
       return false;
-    if (op->kind == MD_CUDA_OP_LOGITS &&
-        !md_cuda_scratch_get(c, &c->norm_row, (size_t)op->w->cols * sizeof(float), "the final norm's row"))
-      return false;
     if (op->kind == MD_CUDA_OP_EMBED && !md_cuda_scratch_get(c, &c->tokens, sizeof(int32_t), "token ids"))
       return false;
     if (op->kind == MD_CUDA_OP_ROPE && !md_cuda_rope_table(c, op->ints[2], op->theta)) return false;
   }
   if (!c->step_params && !CHECK(c, cudaMallocHost((void **)&c->step_params, sizeof *c->step_params)))
     return false;
-  if (!c->step_pos_dev && !CHECK(c, cudaMalloc((void **)&c->step_pos_dev, sizeof(int64_t))))
+  if (!c->step_pos_dev && !CHECK(c, cudaMalloc((void **)&c->step_pos_dev, 2 * sizeof(int64_t))))
     return false;
   return c->ctx.status == MD_OK;
 }
@@ -178,10 +187,12 @@ static md_cuda_graph *record(md_cuda_kernels *c) {
     return NULL;
   }
   c->capturing = true;
-  CHECK(c, cudaMemcpyAsync(c->step_pos_dev, &c->step_params->pos, sizeof(int64_t),
+  const uint64_t launches = c->ctx.launches;
+  CHECK(c, cudaMemcpyAsync(c->step_pos_dev, &c->step_params->pos, 2 * sizeof(int64_t),
                            cudaMemcpyHostToDevice, c->ctx.stream));
   run_log(c, ops, c->log_n);
   c->capturing = false;
+  const uint64_t kernels = c->ctx.launches - launches;
   cudaError_t ended = cudaStreamEndCapture(c->ctx.stream, &graph); /* always ends the capture */
   md_cuda_check(&c->ctx, ended, "cudaStreamEndCapture(c->ctx.stream, &graph)", MD_CUDA_SITE);
   cudaGraphExec_t exec = NULL;
@@ -198,6 +209,7 @@ static md_cuda_graph *record(md_cuda_kernels *c) {
   slot->ops = ops;
   slot->n_ops = c->log_n;
   slot->exec = exec;
+  slot->kernels = kernels;
   return slot;
 }
 
@@ -207,6 +219,7 @@ static void replay(md_cuda_kernels *c, md_cuda_graph *g) {
    * before it completes; waiting for its completion keeps this simple. */
   if (!CHECK(c, cudaEventSynchronize(c->graph_done))) return;
   c->step_params->pos = c->step_pos;
+  c->step_params->slot = c->step_slot;
   c->step_params->token = c->step_token;
   if (!CHECK(c, cudaGraphLaunch(g->exec, c->ctx.stream))) return;
   CHECK(c, cudaEventRecord(c->graph_done, c->ctx.stream));
@@ -214,6 +227,7 @@ static void replay(md_cuda_kernels *c, md_cuda_graph *g) {
   c->ctx.last_kernel = "a recorded decode step (CUDA graph)";
   c->ctx.last_site = MD_CUDA_SITE;
   g->last_use = ++c->graph_clock;
+  c->step_kernels = g->kernels;
 }
 
 void md_cuda_step_end(md_kernels *k) {

@@ -7,7 +7,7 @@
 # PASS/FAIL line per target. Everything goes to one log.
 #
 #   tests/gpu/check.sh [--out DIR] [--work DIR] [--build-dir DIR] [--no-build]
-#                      [--device N] [--no-hf] [--full-suite]
+#                      [--bundle DIR] [--device N] [--no-hf] [--full-suite]
 #
 #   --out DIR        where check.log and summary.txt go (default: $OUT when
 #                    set, else build-gpu/out)
@@ -16,6 +16,12 @@
 #   --build-dir DIR  the build directory (default build-gpu; configured with
 #                    -Dcuda=enabled -Dbuildtype=release)
 #   --no-build       use the build directory as it is
+#   --bundle DIR     run the programs of an archive made by tests/gpu/bundle.sh
+#                    (unpacked: DIR/build, DIR/lib, DIR/tests.json, DIR/src):
+#                    no meson, apt-get or compiler needed; the device suite
+#                    runs from DIR/tests.json, and the data the check reads
+#                    (fixtures, the demo checkpoint) from DIR/src when the
+#                    archive has it
 #   --full-suite     run all of `meson test` with the GPU present (default:
 #                    only the device tests, which open the GPU; the rest is
 #                    the CPU suite, a few more minutes)
@@ -37,13 +43,17 @@
 #   fixtures   gpu_parity fixtures passes (vs HF; tests/gpu/gpu_parity.c)
 #   model      gpu_parity model passes (1.5B shapes vs the CPU back end)
 #   decode     greedy decode tokens/s >= 50% of the bandwidth limit
-#              (copy bandwidth / weight bytes read per token), batch 1
-#   decode-graphs  the same with decode steps replayed as CUDA graphs
-#              (opt-in: md_cuda_options.graphs / MD_CUDA_GRAPHS=1)
+#              (copy bandwidth / weight bytes read per token), batch 1,
+#              decode steps fused and replayed as CUDA graphs (the default)
+#   step-kernels  kernels in a recorded decode step <= 6 a layer (+ the
+#              embedding and the LM head)
+#   decode-launched, decode-no-pdl  INFO: the same launched kernel by kernel
+#              (--no-graphs: unfused), and without programmatic launches
 #   capture    decode with capture as the collector runs it <= 5% slower
 #              than without
-#   hf         prompt + decode with capture >= 5x faster than HF eager
+#   hf         prompt + decode with capture >= 20x faster than HF eager
 #              with output_attentions=True (bf16, same GPU)
+#   batch      NOT-MEASURED until the engine decodes batches
 #   evict      eval (KV eviction by every policy, probes asked after a
 #              rollback) on the shipped checkpoint and 6 episodes of
 #              agent-450 with --device cuda against the same on the CPU:
@@ -59,9 +69,10 @@ root=$PWD
 out=${OUT:-$root/build-gpu/out}
 work=$root/build-gpu/work
 build=$root/build-gpu
-do_build=1 do_hf=1 full_suite=0 device=0
+do_build=1 do_hf=1 full_suite=0 device=0 bundle=
 while [ $# -gt 0 ]; do
   case "$1" in
+    --bundle) bundle=$(cd "$2" && pwd) || exit 2; build=$bundle/build; do_build=0; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
@@ -73,6 +84,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 mkdir -p "$out" "$work" || exit 2
+# Where the check's data are read: the bundle's copy when it has one.
+data=$root
+[ -n "$bundle" ] && [ -d "$bundle/src" ] && data=$bundle/src
 log=$out/check.log
 summary=$out/summary.txt
 : >"$log"
@@ -128,6 +142,23 @@ if [ "$do_build" = 1 ]; then
   step build 900 ninja -C "$build" || { target build FAIL "ninja failed; see the log"; finish; }
   target build PASS "$build"
 fi
+if [ -n "$bundle" ]; then
+  # The CUDA libraries are the machine's: when the loader does not find
+  # them, look where CUDA installs put them.
+  if ldd "$build/calib/memdecay-calibrate" 2>/dev/null | grep -q 'not found'; then
+    for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+               $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null); do
+      [ -d "$dir" ] && LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir
+    done
+    export LD_LIBRARY_PATH
+  fi
+  say "bundle $bundle (commit $(cat "$bundle/commit" 2>/dev/null || echo unknown)); data from $data"
+  ldd "$build/calib/memdecay-calibrate" | grep -E 'not found|cuda|cublas' >>"$log" 2>&1
+  if ldd "$build/calib/memdecay-calibrate" | grep -q 'not found'; then
+    target build FAIL "libraries not found: $(ldd "$build/calib/memdecay-calibrate" | grep 'not found' | tr '\n' ' ')"
+    finish
+  fi
+fi
 bin=$build/tests/gpu
 for program in cuda_kernels_check gpu_parity gpu_bench make_checkpoint; do
   [ -x "$bin/$program" ] || { target build FAIL "$bin/$program missing: is the build made with -Dcuda=enabled?"; finish; }
@@ -145,7 +176,7 @@ step fault-sync 120 "$bin/cuda_kernels_check" --device "$device" fault --sync ||
 target faults "$faults" "$(grep '^reported:' "$log" | head -2 | cut -c1-200 | tr '\n' ';')"
 
 before=$(grep -c '^FAIL' "$log")
-if step fixtures 600 env MD_SOURCE_ROOT="$root" "$bin/gpu_parity" fixtures --device "$device"; then
+if step fixtures 600 env MD_SOURCE_ROOT="$data" "$bin/gpu_parity" fixtures --device "$device"; then
   target fixtures PASS "committed checkpoints vs HF, exact and fast GEMM"
 else
   target fixtures FAIL "$(grep '^FAIL' "$log" | tail -n +$((before + 1)) | head -3 | tr '\n' ';')"
@@ -165,8 +196,8 @@ fi
 
 # The runtime on the GPU: eviction (kv_compact), rollback and probes, end to
 # end against the CPU back end.
-evict_args="--model $root/data/models/qwen2-tiny --traces $root/data/traces/agent-450.jsonl \
-  --config $root/data/golden/qwen2-tiny-agent-450.json --max-episodes 6 --reproducible -q"
+evict_args="--model $data/data/models/qwen2-tiny --traces $data/data/traces/agent-450.jsonl \
+  --config $data/data/golden/qwen2-tiny-agent-450.json --max-episodes 6 --reproducible -q"
 # shellcheck disable=SC2086
 if step evict-cpu 600 "$build/calib/memdecay-calibrate" eval $evict_args -o "$out/eval-cpu.json" &&
    step evict-cuda 600 "$build/calib/memdecay-calibrate" eval $evict_args --device "cuda:$device" \
@@ -180,16 +211,17 @@ fi
 
 # ---- speed --------------------------------------------------------------------------
 step limits 300 sh -c "\"$bin/gpu_bench\" limits --device $device >\"$out/limits.txt\"" || true
-step bench-fast 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours.txt\"" || true
-step bench-graphs 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --graphs --device $device >\"$out/ours_graphs.txt\"" || true
+step bench 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours.txt\"" || true
+step bench-launched 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 64 --no-graphs --device $device >\"$out/ours_launched.txt\"" || true
+step bench-no-pdl 600 sh -c "MD_CUDA_PDL=0 \"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours_no_pdl.txt\"" || true
 step bench-exact 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 32 --gemm exact --device $device >\"$out/ours_exact.txt\"" || true
 : >"$out/hf.txt"
 if [ "$do_hf" = 1 ]; then
   step hf 900 sh -c "python3 \"$root/tests/gpu/hf_gpu_bench.py\" \"$ckpt\" \"$ckpt/prompt.i32\" 2048 32 >\"$out/hf.txt\"" || : >"$out/hf.txt"
 fi
-cat "$out/limits.txt" "$out/ours.txt" "$out/ours_graphs.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
+cat "$out/limits.txt" "$out/ours.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
 
-python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_graphs.txt" >>"$summary" 2>>"$log" <<'PY'
+python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" >>"$summary" 2>>"$log" <<'PY'
 import sys
 
 def read(path):
@@ -199,7 +231,7 @@ def read(path):
     except OSError:
         return {}
 
-lim, ours, exact, hf, graphs = (read(p) for p in sys.argv[1:6])
+lim, ours, exact, hf, launched, no_pdl = (read(p) for p in sys.argv[1:7])
 num = lambda d, k: float(d[k])
 verdict = lambda ok: "PASS" if ok else "FAIL"
 if not lim or not ours:
@@ -213,17 +245,21 @@ tps = steps / num(ours, "decode_s")
 best = 1.0 / num(ours, "decode_best_step_s")
 print(f"decode {verdict(tps >= 0.5 * limit)} {tps:.0f} tok/s greedy at batch 1 = {tps / limit:.2f} of the "
       f"bandwidth limit {limit:.0f} tok/s ({bw / 1e12:.2f} TB/s copy, {read_bytes / 1e9:.2f} GB per token; "
-      f"fastest step {best / limit:.2f}; {ours['launches_per_step']} launches per step; "
+      f"fastest step {best / limit:.2f}; graphs, {ours['launches_per_step']} launches per step; "
       f"launch {lim.get('launch_host_us', '?')} us host)")
+layers, kernels = num(ours, "layers"), num(ours, "kernels_per_step")
+print(f"step-kernels {verdict(0 < kernels <= 6 * layers + 2)} {kernels:.0f} kernels in a recorded decode step of "
+      f"{layers:.0f} layers ({(kernels - 2) / layers:.2f} a layer plus the embedding and the LM head)")
 cap = num(ours, "decode_capture_s") / num(ours, "decode_s") - 1.0
-if graphs:
-    g_tps = steps / num(graphs, "decode_s")
-    g_cap = num(graphs, "decode_capture_s") / num(graphs, "decode_s") - 1.0
-    print(f"decode-graphs {verdict(g_tps >= 0.5 * limit)} {g_tps:.0f} tok/s with decode steps replayed as CUDA graphs "
-          f"= {g_tps / limit:.2f} of the limit ({graphs['launches_per_step']} launches per step; capture {100 * g_cap:+.1f}%; "
-          f"graphs are off by default: md_cuda_options.graphs, MD_CUDA_GRAPHS=1)")
-else:
-    print("decode-graphs FAIL the benchmark with --graphs did not run (see the log)")
+for name, run, what in (("decode-launched", launched, "launched kernel by kernel, unfused (--no-graphs)"),
+                        ("decode-no-pdl", no_pdl, "graphs without programmatic launches (MD_CUDA_PDL=0)")):
+    if run:
+        r_tps = num(run, "decode_steps") / num(run, "decode_s")
+        r_cap = num(run, "decode_capture_s") / num(run, "decode_s") - 1.0
+        print(f"{name} INFO {r_tps:.0f} tok/s {what} = {r_tps / limit:.2f} of the limit "
+              f"({run['kernels_per_step']} kernels per step; capture {100 * r_cap:+.1f}%)")
+    else:
+        print(f"{name} INFO did not run (see the log)")
 forced = num(ours, "decode_forced_capture_s")
 print(f"capture {verdict(cap <= 0.05)} {100 * cap:+.1f}% decode time with capture and overlapped reads "
       f"(teacher-forced with capture: {steps / forced:.0f} tok/s, {100 * num(ours, 'decode_forced_enqueue_s') / forced:.0f}% "
@@ -242,16 +278,42 @@ if hf:
     ours_total = num(ours, "prefill_capture_s") + num(ours, "decode_capture_s")
     hf_total = num(hf, "hf_prefill_s") + steps * hf_step
     ratio = hf_total / ours_total
-    print(f"hf {verdict(ratio >= 5)} {ratio:.1f}x faster than HF eager + output_attentions "
+    print(f"hf {verdict(ratio >= 20)} {ratio:.1f}x faster than HF eager + output_attentions "
           f"(prompt {n:.0f} + {steps:.0f} steps: ours {ours_total:.2f} s, HF {hf_total:.2f} s; "
           f"HF prefill {num(hf, 'hf_prefill_s'):.3f} s, decode {1 / hf_step:.1f} tok/s; {hf.get('hf_versions', '')})")
 else:
     print("hf NOT-MEASURED python3 with torch (CUDA) and transformers was not available, or --no-hf")
+print("batch NOT-MEASURED the engine decodes one sequence at a time (batched decode is not built yet)")
 PY
 
-suite_args="--suite device"
-[ "$full_suite" = 1 ] && suite_args=
-# shellcheck disable=SC2086
-if step suite 900 meson test -C "$build" --print-errorlogs $suite_args; then target suite PASS "meson test $suite_args"
-else target suite FAIL "meson test $suite_args: $(grep -E '^ *[0-9]+/[0-9]+ .* FAIL' "$log" | head -3 | tr '\n' ';')"; fi
+if [ -n "$bundle" ]; then
+  # The device suite as plain commands (bundle.sh wrote them from meson).
+  if step suite 300 python3 - "$bundle/tests.json" "$build" "$root" <<'PY'
+import json, os, subprocess, sys
+tests, build, source = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+fix = lambda s: s.replace("@BUILD@", build).replace("@SOURCE@", source)
+passed = failed = 0
+for t in tests:
+    env = dict(os.environ, **{k: fix(v) for k, v in t["env"].items()})
+    try:
+        r = subprocess.run([fix(c) for c in t["cmd"]], cwd=build, env=env, capture_output=True,
+                           text=True, timeout=t["timeout"] or 300)
+        ok = r.returncode == 0
+        detail = (r.stdout + r.stderr).strip().splitlines()[-3:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        ok, detail = False, [str(e)]
+    passed, failed = passed + ok, failed + (not ok)
+    print(("ok   " if ok else "FAIL ") + t["name"] + ("" if ok else ": " + " | ".join(detail)))
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+  then target suite PASS "the device suite from $bundle/tests.json ($(grep -c '^ok   ' "$log") tests)"
+  else target suite FAIL "the device suite: $(grep '^FAIL ' "$log" | head -3 | tr '\n' ';')"; fi
+else
+  suite_args="--suite device"
+  [ "$full_suite" = 1 ] && suite_args=
+  # shellcheck disable=SC2086
+  if step suite 900 meson test -C "$build" --print-errorlogs $suite_args; then target suite PASS "meson test $suite_args"
+  else target suite FAIL "meson test $suite_args: $(grep -E '^ *[0-9]+/[0-9]+ .* FAIL' "$log" | head -3 | tr '\n' ';')"; fi
+fi
 finish

@@ -8,14 +8,15 @@
  *       BF16 GEMV on Qwen2.5-1.5B's matrix shapes, and the host cost of one
  *       kernel launch; and cuBLAS's n = 1 product on the same shapes, for
  *       comparison
- *   gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--graphs] [--device N]
+ *   gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--no-graphs] [--device N]
  *       DIR/prompt.i32's first N tokens: prefill with capture off and on,
  *       then S greedy decode steps with capture off, S with capture on as
  *       the collector runs them (two capture buffers, overlapped reads), and
  *       S teacher-forced steps with capture on and no per-step argmax (and
  *       the time spent queuing their kernels: when it is close to the total,
- *       decode is bound by kernel launches, not by the GPU); --graphs
- *       records decode steps as CUDA graphs */
+ *       decode is bound by kernel launches, not by the GPU); --no-graphs
+ *       launches decode steps kernel by kernel instead of replaying them
+ *       as CUDA graphs (the back end's default) */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ static double now(void) {
 }
 
 static md_kernels *open_cuda(int device, md_cuda_gemm gemm, int graphs) {
-  md_cuda_options options = {.device = device, .gemm = gemm, .graphs = graphs};
+  md_cuda_options options = {.device = device, .gemm = gemm, .no_graphs = !graphs};
   md_kernels *k = NULL;
   md_error err;
   if (md_kernels_cuda_new(&options, &k, &err) != MD_OK) gpu_die("md_kernels_cuda_new", &err);
@@ -328,6 +329,9 @@ static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_g
   printf("decode_forced_capture_s %.5f\n", forced_on.total_s);
   printf("decode_forced_enqueue_s %.5f\n", forced_on.enqueue_s);
   printf("launches_per_step %llu\n", (unsigned long long)greedy_on.launches);
+  printf("kernels_per_step %llu\n", (unsigned long long)(graphs ? md_kernels_cuda_step_kernels(b.k)
+                                                                  : greedy_on.launches));
+  printf("layers %d\n", b.c->num_hidden_layers);
   printf("decode_read_bytes %llu\n", (unsigned long long)decode_read_bytes(b.c, w));
   printf("weight_bytes %llu\n", (unsigned long long)w->weight_bytes);
   printf("last_token %d\n", token);
@@ -347,7 +351,7 @@ int main(int argc, char **argv) {
   int64_t prompt_len = 2048, steps = 128;
   int device = 0;
   md_cuda_gemm gemm = MD_CUDA_GEMM_FAST;
-  int graphs = 0;
+  int graphs = 1;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt_len = atoll(argv[++i]);
@@ -355,7 +359,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gemm") && i + 1 < argc) {
       i++;
       gemm = !strcmp(argv[i], "exact") ? MD_CUDA_GEMM_EXACT : MD_CUDA_GEMM_FAST;
-    } else if (!strcmp(argv[i], "--graphs")) graphs = 1;
+    } else if (!strcmp(argv[i], "--no-graphs")) graphs = 0;
     else if (!dir) dir = argv[i];
     else command = "";
   }
@@ -363,6 +367,6 @@ int main(int argc, char **argv) {
   if (!strcmp(command, "run") && dir && prompt_len > 1 && steps > 0)
     return cmd_run(dir, prompt_len, steps, gemm, graphs, device);
   fprintf(stderr, "usage: gpu_bench limits [--device N]\n"
-                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--graphs] [--device N]\n");
+                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--no-graphs] [--device N]\n");
   return 2;
 }

@@ -51,7 +51,7 @@ static int device = 0;
 static const char *const GEMM_NAMES[] = {"fast", "exact", "tf32"};
 
 static md_kernels *open_cuda_graphs(md_cuda_gemm gemm, int graphs) {
-  md_cuda_options options = {.device = device, .gemm = gemm, .graphs = graphs};
+  md_cuda_options options = {.device = device, .gemm = gemm, .no_graphs = !graphs};
   md_kernels *k = NULL;
   md_error err;
   if (md_kernels_cuda_new(&options, &k, &err) != MD_OK) gpu_die("md_kernels_cuda_new", &err);
@@ -367,10 +367,12 @@ static void compare_runs(const char *what, const run_record *got, const run_reco
   gpu_result(worst_max, tol, "%s: captured decode rows, max over heads (relative to the largest)", what);
 }
 
-/* Recorded decode steps (CUDA graphs) replay exactly what the step-by-step
- * launches compute: identical logits and captures, bit for bit, and one
- * graph launch (plus the argmax) per step once both capture buffers' steps
- * are recorded. */
+/* Recorded decode steps (CUDA graphs, their operations fused: fuse.c)
+ * compute exactly what the step-by-step launches of the unfused kernels
+ * compute: identical logits and captures, bit for bit; one graph launch
+ * (plus the argmax) per step once both capture buffers' steps are
+ * recorded; and at most 6 kernels a layer in the recorded step, plus the
+ * embedding and the LM head. */
 static void check_graphs(const char *name, const md_qwen2_config *c, const md_qwen2_weights *w,
                          const int32_t *prompt, int64_t n, int64_t steps, md_cuda_gemm gemm) {
   md_kernels *off = open_cuda_graphs(gemm, 0), *on = open_cuda_graphs(gemm, 1);
@@ -383,6 +385,11 @@ static void check_graphs(const char *name, const md_qwen2_config *c, const md_qw
   gpu_expect(got.late_launches <= 2.0 && want.late_launches > 20.0,
              "%s [gemm %s]: launches per step %.1f with graphs, %.1f without", name, GEMM_NAMES[gemm],
              got.late_launches, want.late_launches);
+  const uint64_t kernels = md_kernels_cuda_step_kernels(on);
+  gpu_expect(kernels > 0 && kernels <= 6 * (uint64_t)c->num_hidden_layers + 2,
+             "%s [gemm %s]: %llu kernels in a recorded decode step of %d layers (at most 6 a layer "
+             "plus the embedding and the LM head)",
+             name, GEMM_NAMES[gemm], (unsigned long long)kernels, c->num_hidden_layers);
   free_record(&want);
   free_record(&got);
   md_kernels_free(off);

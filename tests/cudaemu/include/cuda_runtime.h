@@ -77,6 +77,14 @@ template <typename T>
 inline T __ldg(const T *p) {
   return *p;
 }
+/* Blocks run one after another on one CPU thread: memory is always
+ * coherent, and an atomic is a plain read-modify-write. */
+inline void __threadfence() {}
+inline unsigned atomicAdd(unsigned *address, unsigned value) {
+  unsigned old = *address;
+  *address = old + value;
+  return old;
+}
 /* Separately rounded float operations (the emulation is compiled with
  * -ffp-contract=off, so a * b is never fused). */
 inline float __fmul_rn(float a, float b) { return a * b; }
