@@ -37,8 +37,9 @@
 
 namespace md_cuda {
 
-constexpr int kDecodeChunk = 64;    // keys per decode block
+constexpr int kDecodeChunk = 32;    // keys per decode block
 constexpr int kDecodeThreads = 256;
+constexpr int kFinishThreads = 1024;
 constexpr int kRows = 8;            // prefill query rows per block (one warp each)
 constexpr int kTile = 32;           // prefill keys per tile (one per lane)
 constexpr int kMaxDimPerLane = MD_CUDA_MAX_HEAD_DIM / 32;
@@ -76,17 +77,45 @@ __host__ __device__ __forceinline__ int key_stride(int head_dim) { return head_d
 
 // ---- decode ------------------------------------------------------------------
 
+// Copies n floats from global to shared memory (dst row stride dst_stride
+// for rows of `width` floats), kLoadBatch independent loads in flight per
+// thread, so that a block's tile arrives in a few memory round trips.
+constexpr int kLoadBatch = 8;
+__device__ __forceinline__ void load_tile(float *dst, int dst_stride, const float *src, int rows,
+                                          int width) {
+  const int n = rows * width;
+  for (int base = threadIdx.x; base < n; base += kLoadBatch * blockDim.x) {
+    float v[kLoadBatch];
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; u++) {
+      const int i = base + u * blockDim.x;
+      v[u] = i < n ? src[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLoadBatch; u++) {
+      const int i = base + u * blockDim.x;
+      if (i < n) dst[(i / width) * dst_stride + i % width] = v[u];
+    }
+  }
+}
+
+// Shared memory: the group's queries [group][hd], the chunk's keys
+// [kDecodeChunk][key_stride] and values [kDecodeChunk][hd], and the scores
+// [group][kDecodeChunk] (then exp(s - chunk max)).
 __global__ void __launch_bounds__(kDecodeThreads)
     attn_decode_partial_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s, md_cuda_decode_rope r) {
   MD_DYNAMIC_SMEM(float, smem);
-  const int hd = a.head_dim, half = hd / 2, H = a.n_heads, group = a.n_heads / a.n_kv_heads;
+  const int hd = a.head_dim, half = hd / 2, ks = key_stride(hd), H = a.n_heads;
+  const int group = a.n_heads / a.n_kv_heads;
   const int kv = blockIdx.y, h0 = kv * group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t n_keys = first_position(a) + 1, j0 = (int64_t)blockIdx.x * kDecodeChunk;
   if (j0 >= n_keys) return;  // a grid sized for the capacity: the whole block has no keys
   const int nk = (int)(n_keys - j0 < kDecodeChunk ? n_keys - j0 : kDecodeChunk);
-  float *q_s = smem;               // [group][hd]
-  float *p_s = q_s + group * hd;   // [group][kDecodeChunk]: scores, then exp(s - chunk max)
+  float *q_s = smem;                          // [group][hd]
+  float *k_s = q_s + group * hd;              // [kDecodeChunk][ks]
+  float *v_s = k_s + kDecodeChunk * ks;       // [kDecodeChunk][hd]
+  float *p_s = v_s + kDecodeChunk * hd;       // [group][kDecodeChunk]
   const float *keys = keys_of(a, kv), *values = values_of(a, kv);
 
   if (!r.inv_freq) {
@@ -94,7 +123,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   } else {
     // RoPE fused: the group's queries rotated here (the finish kernel
     // writes them back), and the block that holds the new slot rotates
-    // its key and stores key and value there (kv_store) before reading.
+    // its key and stores key and value there (kv_store) before the tiles
+    // are read.
     const float pos = (float)rope_position(r);
     for (int i = threadIdx.x; i < group * half; i += blockDim.x) {
       const int g = i / half, j = i % half;
@@ -115,20 +145,20 @@ __global__ void __launch_bounds__(kDecodeThreads)
         kc[j + half] = k2;
       }
       for (int d = threadIdx.x; d < hd; d += blockDim.x) vc[d] = r.value[(size_t)kv * hd + d];
+      __syncthreads();  // the stores are visible to the tile loads below
     }
   }
+  load_tile(k_s, ks, keys + (size_t)j0 * hd, nk, hd);
+  load_tile(v_s, hd, values + (size_t)j0 * hd, nk, hd);
   __syncthreads();
-  for (int item = warp; item < nk * group; item += warps) {
-    const int jj = item / group, g = item % group;
-    const float *krow = keys + (size_t)(j0 + jj) * hd;
-    float acc = 0.0f;
-    for (int d = lane; d < hd; d += 32) acc = fmaf(q_s[g * hd + d], krow[d], acc);
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      const float score = __fmul_rn(acc, a.scale);
-      p_s[g * kDecodeChunk + jj] = score;
-      s.scores[(size_t)(h0 + g) * n_keys + j0 + jj] = score;
-    }
+  // A warp per (head, 32 keys): the lanes' keys differ (odd key stride: no
+  // bank conflicts), the query is one broadcast address.
+  for (int item = threadIdx.x; item < group * kDecodeChunk; item += blockDim.x) {
+    const int g = item / kDecodeChunk, jj = item % kDecodeChunk;
+    if (jj >= nk) continue;
+    const float score = __fmul_rn(dot_seq(q_s + g * hd, k_s + jj * ks, hd), a.scale);
+    p_s[g * kDecodeChunk + jj] = score;
+    s.scores[(size_t)(h0 + g) * n_keys + j0 + jj] = score;
   }
   __syncthreads();
   for (int g = warp; g < group; g += warps) {
@@ -153,48 +183,69 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int g = item / hd, d = item % hd;
     const float *row = p_s + g * kDecodeChunk;
     float acc = 0.0f;
-    for (int jj = 0; jj < nk; jj++) acc = fmaf(row[jj], values[(size_t)(j0 + jj) * hd + d], acc);
+    for (int jj = 0; jj < nk; jj++) acc = fmaf(row[jj], v_s[jj * hd + d], acc);
     s.part_out[((size_t)blockIdx.x * H + h0 + g) * hd + d] = acc;
   }
 }
 
-// Every block first reduces the chunks' statistics of every head (the
-// same sequential order in each block: max over chunks, then the sum of
-// part_sum * exp(part_max - max)) into shared memory [n_heads][2]. Block h
-// < n_heads then writes head h's output (and, with RoPE fused, head h's
-// rotated query back into q); with weights, every block turns keys of a
-// grid-stride range into softmax weights for every head: written over the
-// scores (write_rows, the hook's rows) and reduced over heads into the
-// capture as the CPU back end does: heads in order, sum / n_heads (mean)
-// or max starting from 0, then received += weight * that, each a
-// separately rounded float operation. Each key is owned by one thread, so
-// no atomics are needed.
-__global__ void attn_decode_finish_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s,
-                                          md_cuda_decode_rope r, md_cuda_decode_weights f) {
-  MD_DYNAMIC_SMEM(float, stats);
+// Every block first reduces the chunks' statistics of every head into
+// shared memory [n_heads][2] (a warp a head: the lanes' maxima and sums of
+// part_sum * exp(part_max - max) over chunks lane, lane + 32, ..., then
+// the warp's; the same order in every block). Block h < n_heads then
+// writes head h's output (the chunks' partial outputs rescaled and summed
+// by kFinishSlices slices of chunks, then the slices in order) and, with
+// RoPE fused, head h's rotated query back into q. With weights, every
+// block turns keys of a grid-stride range into softmax weights for every
+// head: written over the scores (write_rows, the hook's rows) and reduced
+// over heads into the capture as the CPU back end does: heads in order,
+// sum / n_heads (mean) or max starting from 0, then received += weight *
+// that, each a separately rounded float operation. Each key is owned by
+// one thread, so no atomics are needed.
+__global__ void __launch_bounds__(kFinishThreads)
+    attn_decode_finish_kernel(md_cuda_attn_args a, md_cuda_decode_scratch s, md_cuda_decode_rope r,
+                              md_cuda_decode_weights f) {
+  MD_DYNAMIC_SMEM(float, smem);  // [n_heads][2] statistics, [kFinishThreads] partial outputs
   allow_dependents();  // the output projection may start prefetching its weights
+  float *stats = smem, *part = smem + 2 * a.n_heads;
   const int H = a.n_heads, hd = a.head_dim;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int64_t n_keys = first_position(a) + 1;
   const int64_t chunks = (n_keys + kDecodeChunk - 1) / kDecodeChunk;
-  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+  for (int h = warp; h < H; h += warps) {
     float max = -INFINITY;
-    for (int64_t c = 0; c < chunks; c++) max = fmaxf(max, s.part_max[c * H + h]);
+    for (int64_t c = lane; c < chunks; c += 32) max = fmaxf(max, s.part_max[c * H + h]);
+    max = warp_max(max);
     float sum = 0.0f;
-    for (int64_t c = 0; c < chunks; c++)
+    for (int64_t c = lane; c < chunks; c += 32)
       sum += s.part_sum[c * H + h] * expf(__fsub_rn(s.part_max[c * H + h], max));
-    stats[2 * h] = max;
-    stats[2 * h + 1] = sum;
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      stats[2 * h] = max;
+      stats[2 * h + 1] = sum;
+    }
   }
   __syncthreads();
   if ((int)blockIdx.x < H) {
     const int h = blockIdx.x;
     const float max = stats[2 * h], inv = 1.0f / stats[2 * h + 1];
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    const int slices = blockDim.x / hd > 0 ? (int)(blockDim.x / hd) : 1;
+    for (int d0 = 0; d0 < hd; d0 += blockDim.x / slices) {
+      const int d = d0 + threadIdx.x % (blockDim.x / slices), slice = threadIdx.x / (blockDim.x / slices);
       float acc = 0.0f;
-      for (int64_t c = 0; c < chunks; c++)
-        acc = fmaf(s.part_out[((size_t)c * H + h) * hd + d], expf(__fsub_rn(s.part_max[c * H + h], max)),
-                   acc);
-      a.out[(size_t)h * hd + d] = acc * inv;
+      if (d < hd && slice < slices) {
+#pragma unroll 4
+        for (int64_t c = slice; c < chunks; c += slices)
+          acc = fmaf(s.part_out[((size_t)c * H + h) * hd + d],
+                     expf(__fsub_rn(s.part_max[c * H + h], max)), acc);
+      }
+      part[threadIdx.x] = acc;
+      __syncthreads();
+      if (slice == 0 && d < hd) {
+        float total = part[threadIdx.x];
+        for (int p = 1; p < slices; p++) total += part[p * (blockDim.x / slices) + threadIdx.x];
+        a.out[(size_t)h * hd + d] = total * inv;
+      }
+      __syncthreads();
     }
     if (r.inv_freq) {
       const int half = hd / 2;
@@ -208,6 +259,7 @@ __global__ void attn_decode_finish_kernel(md_cuda_attn_args a, md_cuda_decode_sc
   for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n_keys;
        j += (int64_t)gridDim.x * blockDim.x) {
     float sum = 0.0f, max = 0.0f;
+#pragma unroll 4
     for (int h = 0; h < H; h++) {
       const float row_max = stats[2 * h], inv = 1.0f / stats[2 * h + 1];
       float *score = s.scores + (size_t)h * n_keys + j;
@@ -366,8 +418,9 @@ __global__ void attn_prefill_rows_kernel(md_cuda_attn_args a, const float *row_m
 }
 
 size_t decode_smem(const md_cuda_attn_args *a) {
-  const size_t group = (size_t)(a->n_heads / a->n_kv_heads);
-  return (group * (size_t)a->head_dim + group * kDecodeChunk) * sizeof(float);
+  const size_t group = (size_t)(a->n_heads / a->n_kv_heads), hd = (size_t)a->head_dim;
+  const size_t ks = (size_t)key_stride(a->head_dim);
+  return (group * hd + kDecodeChunk * ks + kDecodeChunk * hd + group * kDecodeChunk) * sizeof(float);
 }
 
 size_t prefill_smem(const md_cuda_attn_args *a) {
@@ -389,15 +442,10 @@ extern "C" int64_t md_cuda_decode_chunks(int64_t n_keys) {
 }
 
 extern "C" void md_cuda_attention_init(md_cuda_ctx *ctx) {
-  const int limit = (int)ctx->max_smem_optin;
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_decode_partial_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_decode_finish_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(attn_prefill_colsum_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  allow_max_dynamic_smem(ctx, attn_decode_partial_kernel);
+  allow_max_dynamic_smem(ctx, attn_decode_finish_kernel);
+  allow_max_dynamic_smem(ctx, attn_prefill_kernel);
+  allow_max_dynamic_smem(ctx, attn_prefill_colsum_kernel);
 }
 
 extern "C" void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a,
@@ -414,9 +462,10 @@ extern "C" void md_cuda_attn_decode(md_cuda_ctx *ctx, const md_cuda_attn_args *a
   MD_LAUNCH(ctx, attn_decode_partial_kernel, dim3((unsigned)chunks, (unsigned)a->n_kv_heads),
             kDecodeThreads, decode_smem(a), *a, *s, r);
   int64_t blocks = a->n_heads;
-  if ((f.write_rows || f.received) && (max_keys + 255) / 256 > blocks) blocks = (max_keys + 255) / 256;
-  MD_LAUNCH(ctx, attn_decode_finish_kernel, dim3((unsigned)blocks), 256,
-            2 * (size_t)a->n_heads * sizeof(float), *a, *s, r, f);
+  if ((f.write_rows || f.received) && (max_keys + kFinishThreads - 1) / kFinishThreads > blocks)
+    blocks = (max_keys + kFinishThreads - 1) / kFinishThreads;
+  MD_LAUNCH(ctx, attn_decode_finish_kernel, dim3((unsigned)blocks), kFinishThreads,
+            (2 * (size_t)a->n_heads + kFinishThreads) * sizeof(float), *a, *s, r, f);
 }
 
 extern "C" void md_cuda_attn_prefill(md_cuda_ctx *ctx, const md_cuda_attn_args *a, float *row_max,

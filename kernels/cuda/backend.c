@@ -766,6 +766,7 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   /* Programmatic launches need Hopper (compute capability 9.0). */
   c->ctx.pdl = !options->no_pdl && env_on("MD_CUDA_PDL", true) && prop.major >= 9;
   c->ctx.max_smem_optin = prop.sharedMemPerBlockOptin;
+  c->ctx.sms = prop.multiProcessorCount;
   c->gemm = options->gemm;
   snprintf(c->description, sizeof c->description,
            "cuda:%d %.200s, compute capability %d.%d, %d SMs, %.1f GiB", options->device, prop.name,

@@ -72,6 +72,17 @@ namespace md_cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// Lets kernel take as much dynamic shared memory as the device allows a
+// block beside the kernel's own static shared memory (the two together
+// may not exceed the opt-in limit: asking for the whole limit fails).
+template <typename F>
+inline void allow_max_dynamic_smem(md_cuda_ctx *ctx, F *kernel) {
+  cudaFuncAttributes attr;
+  if (!MD_CUDA_CHECK(ctx, cudaFuncGetAttributes(&attr, kernel))) return;
+  const int limit = (int)(ctx->max_smem_optin - attr.sharedSizeBytes);
+  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+}
+
 // Blocks for a grid-stride loop over `count` items: enough to fill the GPU,
 // never more than the items need.
 inline unsigned grid_for(size_t count, unsigned block) {

@@ -77,15 +77,17 @@ __device__ __forceinline__ int matrix_of(const md_cuda_gemv_args &a, int64_t row
   return m;
 }
 
-// The row a warp works on: in the SwiGLU layout a block's first half of
-// row slots are gate rows r0.., its second half the same rows of up.
-__device__ __forceinline__ int64_t row_of_slot(const md_cuda_gemv_args &a, int slot, int slots) {
+// The row a warp works on in a group of rows (a block's share of one
+// round): in the SwiGLU layout a group's first half of row slots are gate
+// rows r0.., its second half the same rows of up.
+__device__ __forceinline__ int64_t row_of_slot(const md_cuda_gemv_args &a, int64_t group, int slot,
+                                               int slots) {
   if (a.epilogue == MD_CUDA_GEMV_SWIGLU) {
     const int half = slots / 2;
-    const int64_t r = (int64_t)blockIdx.x * half + slot % half;
+    const int64_t r = group * half + slot % half;
     return r < a.rows[0] ? (slot < half ? r : a.rows[0] + r) : -1;
   }
-  const int64_t r = (int64_t)blockIdx.x * slots + slot;
+  const int64_t r = group * slots + slot;
   return r < a.total_rows ? r : -1;
 }
 
@@ -97,14 +99,14 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 #endif
 }
 
-// The epilogue of the block's row slots, from the warps' partial sums.
-__device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, const float *partial,
-                                           int split, int slots) {
+// The epilogue of a group's row slots, from the warps' partial sums.
+__device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, int64_t group,
+                                           const float *partial, int split, int slots) {
   const int t = threadIdx.x;
   if (a.epilogue == MD_CUDA_GEMV_SWIGLU) {
     const int half = slots / 2;
     if (t >= half) return;
-    const int64_t r = (int64_t)blockIdx.x * half + t;
+    const int64_t r = group * half + t;
     if (r >= a.rows[0]) return;
     float g = partial[t * split], u = partial[(t + half) * split];
     for (int p = 1; p < split; p++) g += partial[t * split + p];
@@ -116,7 +118,7 @@ __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, const fl
     return;
   }
   if (t >= slots) return;
-  const int64_t row = row_of_slot(a, t, slots);
+  const int64_t row = row_of_slot(a, group, t, slots);
   if (row < 0) return;
   int64_t local;
   const int m = matrix_of(a, row, &local);
@@ -128,10 +130,12 @@ __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, const fl
 }
 
 // W as 16-byte vectors, x as float4s (from shared memory when NORM: the
-// normalised input).
+// normalised input). A block works through groups of rows blockIdx.x,
+// blockIdx.x + gridDim.x, ... (a grid of a few blocks per SM): the norm is
+// computed once per block, not once per group.
 template <int DT, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_vec_kernel(md_cuda_gemv_args a, int split) {
+    gemv_vec_kernel(md_cuda_gemv_args a, int split, int64_t groups) {
   constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
   constexpr int x_per_vec = per_vec / 4;  // float4s of x per weight vector
   MD_DYNAMIC_SMEM(float, x_s);            // NORM: [cols]
@@ -139,17 +143,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ double norm_part[kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slots = kWarps / split;
   const int64_t vecs_per_row = a.cols / per_vec;
-  const int64_t row = row_of_slot(a, warp / split, slots);
-  int64_t local = 0;
-  const int m = row >= 0 ? matrix_of(a, row, &local) : 0;
   const int part = warp % split;
   const int64_t per_part = (vecs_per_row + split - 1) / split;
   const int64_t begin = part * per_part;
   const int64_t end = begin + per_part < vecs_per_row ? begin + per_part : vecs_per_row;
-  const uint4 *wr = row >= 0 ? static_cast<const uint4 *>(a.w[m]) + local * vecs_per_row : nullptr;
+  // The warp's slice of its row in a group, or NULL.
+  auto slice = [&](int64_t group) -> const uint4 * {
+    const int64_t row = row_of_slot(a, group, warp / split, slots);
+    if (row < 0) return nullptr;
+    int64_t local;
+    const int m = matrix_of(a, row, &local);
+    return static_cast<const uint4 *>(a.w[m]) + local * vecs_per_row;
+  };
   allow_dependents();
-  if (a.prefetch && wr)  // a lane per 128-byte line of the warp's slice
-    for (int64_t v = begin + 8 * lane; v < end; v += 8 * 32) prefetch_l2(wr + v);
+  if (a.prefetch) {  // the first group's weights, a lane per 128-byte line
+    const uint4 *wr = slice(blockIdx.x);
+    if (wr)
+      for (int64_t v = begin + 8 * lane; v < end; v += 8 * 32) prefetch_l2(wr + v);
+  }
   wait_for_previous_grid();
 
   const float4 *x;
@@ -165,24 +176,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   } else {
     x = reinterpret_cast<const float4 *>(a.x);
   }
-  float acc = 0.0f;
-  if (wr) {
-    // kUnroll loads in flight, the last round's predicated: a lane adds
-    // its vectors v = begin + lane + 32 i in increasing order either way.
-    for (int64_t v = begin + lane; v < end; v += 32 * kUnroll) {
-      uint4 wv[kUnroll];
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const uint4 *wr = slice(group);
+    float acc = 0.0f;
+    if (wr) {
+      // kUnroll loads in flight, the last round's predicated: a lane adds
+      // its vectors v = begin + lane + 32 i in increasing order either way.
+      for (int64_t v = begin + lane; v < end; v += 32 * kUnroll) {
+        uint4 wv[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; u++)
-        if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
+        for (int u = 0; u < kUnroll; u++)
+          if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
 #pragma unroll
-      for (int u = 0; u < kUnroll; u++)
-        if (v + 32 * u < end) acc = dot_vec<DT, NORM>(wv[u], x + (v + 32 * u) * x_per_vec, acc);
+        for (int u = 0; u < kUnroll; u++)
+          if (v + 32 * u < end) acc = dot_vec<DT, NORM>(wv[u], x + (v + 32 * u) * x_per_vec, acc);
+      }
     }
+    acc = warp_sum(acc);
+    if (lane == 0) partial[warp] = acc;
+    __syncthreads();
+    finish_rows(a, group, partial, split, slots);
+    __syncthreads();  // partial is rewritten by the next group
   }
-  acc = warp_sum(acc);
-  if (lane == 0) partial[warp] = acc;
-  __syncthreads();
-  finish_rows(a, partial, split, slots);
 }
 
 // Any shape and alignment: one warp per row, element by element (the norm,
@@ -205,7 +220,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_a
     __syncthreads();
     x = x_s;
   }
-  const int64_t row = row_of_slot(a, warp, kWarps);
+  const int64_t row = row_of_slot(a, blockIdx.x, warp, kWarps);
   float acc = 0.0f;
   if (row >= 0) {
     int64_t local;
@@ -216,7 +231,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_a
   acc = warp_sum(acc);
   if (lane == 0) partial[warp] = acc;
   __syncthreads();
-  finish_rows(a, partial, 1, kWarps);
+  finish_rows(a, blockIdx.x, partial, 1, kWarps);
 }
 
 // Warps per row: 1, 2 or 4, at least 64 vectors (two rounds of loads) a
@@ -229,15 +244,22 @@ inline int split_for(int64_t vecs_per_row) {
   return 1;
 }
 
+// Blocks per SM of the vector kernel's grid (8 x 256 threads fill an SM's
+// 2048 threads); the groups beyond them are looped over.
+constexpr int kBlocksPerSm = 8;
+
 template <int DT, bool NORM>
-void launch_vec(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, unsigned blocks, int split, size_t smem) {
-  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_vec_kernel<DT, NORM>), dim3(blocks), kWarps * 32, smem, a, split);
+void launch_vec(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, int split, size_t smem) {
+  int64_t blocks = (int64_t)(ctx->sms > 0 ? ctx->sms : 1) * kBlocksPerSm;
+  if (blocks > groups) blocks = groups;
+  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_vec_kernel<DT, NORM>), dim3((unsigned)blocks), kWarps * 32, smem,
+                a, split, groups);
 }
 
 template <int DT>
-void launch_dtype(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, unsigned blocks, int split, size_t smem) {
-  if (a.norm_weight) launch_vec<DT, true>(ctx, a, blocks, split, smem);
-  else launch_vec<DT, false>(ctx, a, blocks, split, smem);
+void launch_dtype(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, int split, size_t smem) {
+  if (a.norm_weight) launch_vec<DT, true>(ctx, a, groups, split, smem);
+  else launch_vec<DT, false>(ctx, a, groups, split, smem);
 }
 
 }  // namespace md_cuda
@@ -268,13 +290,12 @@ extern "C" void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
     return;
   }
   const int split = split_for(a.cols / per_vec);
-  const int64_t rows_per_block = kWarps / split / swiglu_rows;
-  const unsigned blocks =
-      (unsigned)((a.total_rows / swiglu_rows + rows_per_block - 1) / rows_per_block);
+  const int64_t rows_per_group = kWarps / split / swiglu_rows;
+  const int64_t groups = (a.total_rows / swiglu_rows + rows_per_group - 1) / rows_per_group;
   switch (a.dtype) {
-  case MD_DTYPE_F32: launch_dtype<MD_DTYPE_F32>(ctx, a, blocks, split, smem); break;
-  case MD_DTYPE_F16: launch_dtype<MD_DTYPE_F16>(ctx, a, blocks, split, smem); break;
-  case MD_DTYPE_BF16: launch_dtype<MD_DTYPE_BF16>(ctx, a, blocks, split, smem); break;
+  case MD_DTYPE_F32: launch_dtype<MD_DTYPE_F32>(ctx, a, groups, split, smem); break;
+  case MD_DTYPE_F16: launch_dtype<MD_DTYPE_F16>(ctx, a, groups, split, smem); break;
+  case MD_DTYPE_BF16: launch_dtype<MD_DTYPE_BF16>(ctx, a, groups, split, smem); break;
   }
 }
 
@@ -294,13 +315,8 @@ extern "C" void md_cuda_gemv(md_cuda_ctx *ctx, float *y, const void *w, md_dtype
 }
 
 extern "C" void md_cuda_gemv_init(md_cuda_ctx *ctx) {
-  const int limit = (int)ctx->max_smem_optin;
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_F32, true>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_F16, true>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_vec_kernel<MD_DTYPE_BF16, true>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-  MD_CUDA_CHECK(ctx, cudaFuncSetAttribute(gemv_scalar_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+  allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_F32, true>);
+  allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_F16, true>);
+  allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_BF16, true>);
+  allow_max_dynamic_smem(ctx, gemv_scalar_kernel);
 }

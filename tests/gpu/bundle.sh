@@ -39,14 +39,21 @@ while [ $# -gt 0 ]; do
     *) echo "bundle.sh: unknown option $1 (try --help)" >&2; exit 2 ;;
   esac
 done
-for tool in ldd strip tar gzip python3 nvcc meson; do
+for tool in ldd readelf strip tar gzip python3 nvcc meson; do
   command -v "$tool" >/dev/null || { echo "bundle.sh: needs $tool" >&2; exit 1; }
 done
+# RPATH (not RUNPATH: it also serves the libraries' own dependencies) into
+# the archive's lib/ from build/X and build/X/Y; programs with CUDA code are
+# linked by nvcc, hence cuda_link_args.
+# shellcheck disable=SC2016
+rpath='$ORIGIN/../../lib:$ORIGIN/../../../lib'
+set -- "-Dc_link_args=-Wl,--disable-new-dtags,-rpath,$rpath" \
+  "-Dcpp_link_args=-Wl,--disable-new-dtags,-rpath,$rpath" \
+  "-Dcuda_link_args=-Xlinker=--disable-new-dtags -Xlinker=-rpath=$rpath"
 if [ ! -f "$build/build.ninja" ]; then
-  # shellcheck disable=SC2016
-  meson setup "$build" -Dcuda=enabled -Dbuildtype=release \
-    '-Dc_link_args=-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../lib:$ORIGIN/../../../lib' \
-    '-Dcpp_link_args=-Wl,--disable-new-dtags,-rpath,$ORIGIN/../../lib:$ORIGIN/../../../lib' >/dev/null
+  meson setup "$build" -Dcuda=enabled -Dbuildtype=release "$@" >/dev/null
+else
+  meson configure "$build" "$@" >/dev/null
 fi
 meson compile -C "$build" >/dev/null
 
@@ -78,6 +85,8 @@ print("\n".join(sorted(names)))
 ' "$root/tests.json")
 for p in $programs; do
   [ -f "$build/$p" ] || continue
+  readelf -d "$build/$p" | grep -q 'RPATH.*ORIGIN' ||
+    { echo "bundle.sh: $build/$p has no RPATH into the archive" >&2; exit 1; }
   mkdir -p "$root/build/$(dirname "$p")"
   cp "$build/$p" "$root/build/$p"
   strip "$root/build/$p"

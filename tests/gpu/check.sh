@@ -199,7 +199,9 @@ fi
 evict_args="--model $data/data/models/qwen2-tiny --traces $data/data/traces/agent-450.jsonl \
   --config $data/data/golden/qwen2-tiny-agent-450.json --max-episodes 6 --reproducible -q"
 # shellcheck disable=SC2086
-if step evict-cpu 600 "$build/calib/memdecay-calibrate" eval $evict_args -o "$out/eval-cpu.json" &&
+# (The CPU side on 4 threads: a 4-layer model's steps are too small to
+# share among more.)
+if step evict-cpu 600 "$build/calib/memdecay-calibrate" eval $evict_args --threads 4 -o "$out/eval-cpu.json" &&
    step evict-cuda 600 "$build/calib/memdecay-calibrate" eval $evict_args --device "cuda:$device" \
      -o "$out/eval-cuda.json" &&
    step evict-check 60 "$build/calib/memdecay-calibrate" check "$out/eval-cuda.json" \

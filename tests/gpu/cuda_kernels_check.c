@@ -619,7 +619,9 @@ static int run_fault(int sync_each_launch) {
   md_error err = {0};
   md_status status = cuda->ops->sync(cuda, &err);
   printf("reported: %s\n", err.message);
-  int named = strstr(err.message, sync_each_launch ? "kernel gemv_vec_kernel" : "gemv_vec_kernel") != NULL;
+  /* The launch names the kernel as written at the launch site, template
+   * arguments included: "(gemv_vec_kernel<DT, NORM>)". */
+  int named = strstr(err.message, sync_each_launch ? "kernel (gemv_vec_kernel" : "gemv_vec_kernel") != NULL;
   gpu_expect(status == MD_E_DEVICE && named,
              "a kernel fault is reported at sync and names the GEMV kernel%s",
              sync_each_launch ? " as the one at fault" : " (the last kernel queued before it)");

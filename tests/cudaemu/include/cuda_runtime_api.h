@@ -94,11 +94,23 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t md_emu_func_set_attribute(const void *func, enum cudaFuncAttribute attr, int value);
 
+/* A kernel's attributes: the emulation cannot see a kernel's static shared
+ * memory (its __shared__ arrays are plain statics) and reports none. */
+struct cudaFuncAttributes {
+  size_t sharedSizeBytes;
+};
+
 #ifdef __cplusplus
 }
 template <typename F>
 inline cudaError_t cudaFuncSetAttribute(F *func, enum cudaFuncAttribute attr, int value) {
   return md_emu_func_set_attribute((const void *)func, attr, value);
+}
+template <typename F>
+inline cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, F *func) {
+  (void)func;
+  attr->sharedSizeBytes = 0;
+  return cudaSuccess;
 }
 #endif
 
