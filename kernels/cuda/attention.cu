@@ -6,20 +6,23 @@
 // Query head h reads KV head h / (n_heads / n_kv_heads).
 //
 // Decode (one query row per head), split over chunks of kDecodeChunk keys:
-//   partial   grid (chunks, kv heads): scores of the chunk's keys for the
-//             group's query heads (one warp per (key, head), so a key is
-//             read from memory once and from L1 for the other heads), the
-//             chunk's max and sum of exp(s - max), and the chunk's partial
-//             output sum_j exp(s_j - max) v_j;
-//   combine   grid (heads): the row's max M and sum L over chunks, and the
-//             output;
-//   weights   grid over keys, when capturing or hooked: one thread per key
-//             computes w = exp(s - M) * (1 / L) for every head and adds the
-//             mean (or max) over heads into the capture buffer: each key is
-//             owned by one thread, so no atomics are needed.
-// In a step recorded as a CUDA graph (graph.c) the position is read from
-// device memory and the grids cover the cache's capacity; blocks and
-// threads beyond the visible keys do nothing.
+//   partial   grid (chunks, kv heads): the chunk's keys and values into
+//             shared memory, a thread per (key, head) scores them for the
+//             group's query heads, then the chunk's max and sum of
+//             exp(s - max) and its partial output sum_j exp(s_j - max) v_j;
+//             with RoPE fused (md_cuda_decode_rope), the queries are
+//             rotated on the way in and the block holding the step's slot
+//             rotates the new key and stores key and value there first;
+//   finish    grid (max(heads, key blocks)): every block reduces the
+//             chunks' maxima and sums per head; block h writes head h's
+//             output (and the rotated query); when capturing or hooked,
+//             one thread per key computes w = exp(s - M) * (1 / L) for
+//             every head and adds the mean (or max) over heads into the
+//             capture buffer: each key is owned by one thread, so no
+//             atomics are needed.
+// In a step recorded as a CUDA graph (graph.c) the slot and position are
+// read from device memory and the grids cover the cache's capacity; blocks
+// and threads beyond the visible keys do nothing.
 // Prefill, flash-style with O(n * head_dim) memory (no n x n matrix):
 //   forward   grid (row blocks of kRows, heads): one warp per query row runs
 //             an online softmax over tiles of kTile keys (kept in shared

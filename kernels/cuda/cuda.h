@@ -11,7 +11,8 @@
  *
  * Matrix products. Decode (n = 1) runs our matrix-vector kernel: the weight
  * in its file dtype with 16-byte loads, f32 activations, fp32 accumulation,
- * bias fused; it is bound by memory bandwidth. Prefill (n > 1) runs cuBLAS:
+ * bias fused, over a grid of a few blocks per SM that loop over the rows;
+ * it is bound by memory bandwidth. Prefill (n > 1) runs cuBLAS:
  *   MD_CUDA_GEMM_FAST (default): BF16 and F16 weights on tensor cores with
  *     fp32 accumulation; the f32 activations are rounded to the weight's
  *     dtype first (relative error up to 2^-8 for BF16, 2^-11 for F16 per
@@ -28,12 +29,13 @@
  *   MD_CUDA_GEMM_TF32: as FAST, and F32 weights use TF32 tensor cores
  *     (10-bit mantissa inputs).
  *
- * Attention. Decode: one kernel scores the keys of a chunk of the cache for
- * the query heads of one KV head and keeps partial softmax sums and outputs
- * (split-K over the cache); a second combines the chunks per head; a third,
- * only when capturing or hooked, turns each key's scores into its softmax
- * weights for every head and adds the mean or max over heads into the
- * capture buffer (one thread per key: no atomics, no n x n matrix).
+ * Attention. Decode, split-K over the cache ("flash decoding"): one kernel
+ * per chunk of 32 keys and KV head loads the chunk's keys and values into
+ * shared memory, scores them for the group's query heads and keeps the
+ * chunk's softmax max, sum and partial output; a second combines the chunks
+ * per head and, when capturing or hooked, turns each key's scores into its
+ * softmax weights for every head and adds the mean or max over heads into
+ * the capture buffer (one thread per key: no atomics, no n x n matrix).
  * Prefill is tiled (online softmax over 32-key tiles, O(n * head_dim)
  * memory) and writes each row's softmax max and sum; with a capture, a
  * second pass recomputes the scores tile by tile, p = exp(s - max) / sum,
@@ -41,15 +43,22 @@
  * attention hook is supported for tests and diagnostics: rows are computed
  * into device memory and copied to the host (slow).
  *
- * Decode steps as graphs (opt-in: `graphs`, or MD_CUDA_GRAPHS=1). A decode
- * step queues about 17 kernels per layer; at a few microseconds of host
- * time each, small models are bound by launches rather than by memory
- * bandwidth. With graphs, the operations between step_begin and step_end
- * (kernels.h) are logged, recorded once as a CUDA graph (per capture
- * buffer) and replayed with one launch; rope, kv_store and attention then
- * read the position from device memory, and decode attention's grids cover
- * the cache's capacity (blocks beyond the visible keys return at once).
- * Results are bit-identical to launching the kernels (graph.c).
+ * Decode steps (kernels.h, step_begin). By default the operations between
+ * step_begin and step_end are logged, then run fused (fuse.c: the norm in
+ * the prologue of the products that read it, q/k/v and gate/up as one
+ * product each, SwiGLU and the residual adds in the products' epilogues,
+ * RoPE and the cache store inside attention: six kernels a layer instead
+ * of about fifteen) and recorded once as a CUDA graph, replayed with one
+ * launch in later steps; the graph reads the step's position (RoPE) and
+ * cache slot (kv_store, attention) from device memory, so it serves steps
+ * after evictions too, and decode attention's grids cover the cache's
+ * capacity (blocks beyond the visible keys return at once). Fused or not,
+ * recorded or not, the results are the same bits (the products' split of a
+ * row among warps depends on the row's length only). `no_graphs` (or
+ * MD_CUDA_GRAPHS=0) launches the operations one by one. On Hopper and later
+ * the decode products are programmatic launches (PDL): each may start, and
+ * prefetch its weights into L2, while the kernel before it finishes
+ * (`no_pdl`, MD_CUDA_PDL=0: off).
  *
  * Overlapped reads. buf_read_start copies on a second stream into pinned
  * memory, after an event recorded on the compute stream; compute work that

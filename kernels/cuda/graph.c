@@ -1,27 +1,29 @@
 /* Recorded decode steps: CUDA graphs of a whole decode step, so that a
- * step costs one launch instead of about 17 per layer (a 28-layer model
- * queues ~480 kernels per token; at a few microseconds each, the host
- * rather than the GPU would set the pace of a small model).
+ * step costs one launch instead of one per kernel (a 28-layer model queues
+ * 170 fused kernels per token, about 450 unfused; at a few microseconds
+ * each, the host rather than the GPU would set the pace).
  *
  * Between step_begin and step_end (kernels.h) the operations are logged,
  * not run. At step_end the log is compared (memcmp) with the recorded
  * steps (up to MD_CUDA_GRAPH_CACHE, least recently used replaced: the
  * collector alternates two capture buffers): on a match, the step's
- * position and token go into pinned memory and the graph is launched; its
- * first node copies the position to device memory, from where rope,
- * kv_store and attention read it, and embed copies the token. Otherwise
- * the log is run under stream capture, with decode grids sized for the
- * cache's capacity (blocks beyond the visible keys return at once), the
- * graph instantiated and launched. A step with an attention hook, or whose
- * operations are not one-token decode operations at the step's position,
- * is run as logged, without recording. Scratch memory is reserved before a
- * capture, and buffers with pending overlapped reads are guarded before a
- * launch, since neither may happen inside a graph. When scratch memory or
- * the RoPE table is reallocated (it grew, e.g. for a later prefill chunk)
- * the recordings, which hold its old address, are dropped and recorded
- * again. The forward pass brackets no step after an eviction (slots then
- * run behind positions, and a recording has one position for rope,
- * kv_store and attention); kv_compact is never logged. */
+ * position, slot and token go into pinned memory and the graph is
+ * launched; its first node copies position and slot to device memory,
+ * from where rope (the position) and kv_store and attention (the slot)
+ * read them, and embed copies the token. Otherwise the log is run, fused
+ * (fuse.c), under stream capture, with decode grids sized for the cache's
+ * capacity (blocks beyond the visible keys return at once), the graph
+ * instantiated and launched. Rope is logged relative to the step's
+ * position and kv_store and attention relative to its slot, so one
+ * recording serves steps before and after evictions (which move the slots
+ * behind the positions). A step with an attention hook, or whose
+ * operations are not one-token decode operations at the step's position
+ * and slot, is run as logged (fused where it can be), without recording.
+ * Scratch memory is reserved before a capture, and buffers with pending
+ * overlapped reads are guarded before a launch, since neither may happen
+ * inside a graph. When scratch memory or the RoPE table is reallocated (it
+ * grew, e.g. for a later prefill chunk) the recordings, which hold its old
+ * address, are dropped and recorded again. kv_compact is never logged. */
 #include <stdlib.h>
 #include <string.h>
 
