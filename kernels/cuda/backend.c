@@ -753,6 +753,9 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   if (options->gemm != MD_CUDA_GEMM_FAST && options->gemm != MD_CUDA_GEMM_EXACT &&
       options->gemm != MD_CUDA_GEMM_TF32)
     return md_fail(err, MD_E_INVALID, "cuda kernels: unknown GEMM mode %d", (int)options->gemm);
+  const char *gemv = getenv("MD_CUDA_GEMV");
+  if (gemv && *gemv && strcmp(gemv, "groups") != 0 && strcmp(gemv, "rows") != 0)
+    return md_fail(err, MD_E_INVALID, "MD_CUDA_GEMV is '%s'; expected groups or rows", gemv);
   struct cudaDeviceProp prop;
   md_status status = pick_device(options->device, &prop, err);
   if (status != MD_OK) return status;
@@ -765,6 +768,7 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   c->graphs = !options->no_graphs && env_on("MD_CUDA_GRAPHS", true) && !c->ctx.sync_each_launch;
   /* Programmatic launches need Hopper (compute capability 9.0). */
   c->ctx.pdl = !options->no_pdl && env_on("MD_CUDA_PDL", true) && prop.major >= 9;
+  c->ctx.gemv_rows = gemv && strcmp(gemv, "rows") == 0;
   c->ctx.max_smem_optin = prop.sharedMemPerBlockOptin;
   c->ctx.sms = prop.multiProcessorCount;
   c->gemm = options->gemm;

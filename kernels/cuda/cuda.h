@@ -58,7 +58,9 @@
  * MD_CUDA_GRAPHS=0) launches the operations one by one. On Hopper and later
  * the decode products are programmatic launches (PDL): each may start, and
  * prefetch its weights into L2, while the kernel before it finishes
- * (`no_pdl`, MD_CUDA_PDL=0: off).
+ * (`no_pdl`, MD_CUDA_PDL=0: off). MD_CUDA_GEMV=rows runs the decode products
+ * a warp per row instead of a few rows per block (gemv.cu), a variant kept
+ * for measurement beside the default.
  *
  * Overlapped reads. buf_read_start copies on a second stream into pinned
  * memory, after an event recorded on the compute stream; compute work that

@@ -32,6 +32,7 @@ typedef struct md_cuda_ctx {
   size_t max_smem_optin;      /* shared memory a block may opt in to (bytes) */
   bool pdl;                   /* programmatic launches of the decode GEMVs (Hopper+) */
   int sms;                    /* streaming multiprocessors (grid sizes) */
+  bool gemv_rows;             /* decode products a warp a row (gemv.cu; MD_CUDA_GEMV=rows) */
   uint64_t launches;          /* kernels launched */
   md_status status;           /* first failure since the last report, MD_OK if none */
   md_error error;             /* its message */

@@ -99,6 +99,19 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 #endif
 }
 
+// x_s = RMSNorm(a.x) (rmsnorm's bits), computed by the whole block; block 0
+// also writes it to a.norm_out. Ends with a barrier.
+__device__ __forceinline__ void normalise_into(const md_cuda_gemv_args &a, float *x_s,
+                                               double *norm_part) {
+  const float inv_rms = rms_inverse(a.x, a.cols, a.eps, norm_part);
+  for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
+    const float v = rms_scale(a.x[j], inv_rms, a.norm_weight[j]);
+    x_s[j] = v;
+    if (a.norm_out && blockIdx.x == 0) a.norm_out[j] = v;
+  }
+  __syncthreads();
+}
+
 // The epilogue of a group's row slots, from the warps' partial sums.
 __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, int64_t group,
                                            const float *partial, int split, int slots) {
@@ -165,13 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
   const float4 *x;
   if (NORM) {
-    const float inv_rms = rms_inverse(a.x, a.cols, a.eps, norm_part);
-    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
-      const float v = rms_scale(a.x[j], inv_rms, a.norm_weight[j]);
-      x_s[j] = v;
-      if (a.norm_out && blockIdx.x == 0) a.norm_out[j] = v;
-    }
-    __syncthreads();
+    normalise_into(a, x_s, norm_part);
     x = reinterpret_cast<const float4 *>(x_s);
   } else {
     x = reinterpret_cast<const float4 *>(a.x);
@@ -200,6 +207,79 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The warp-per-row variant (md_cuda_ctx.gemv_rows, MD_CUDA_GEMV=rows): each
+// warp takes whole rows (a SwiGLU warp the same row of gate and up) in turn
+// over the grid, kRowUnroll loads per lane and matrix in flight, and writes
+// its results itself: no block barrier after the norm prologue, so a warp's
+// next row's loads never wait for the other warps. A lane adds its vectors
+// lane + 32 i in increasing order, then the warp's lanes are summed: the
+// bits of gemv_vec_kernel with split 1.
+constexpr int kRowUnroll = 8;
+
+template <int DT, bool NORM>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_rows_kernel(md_cuda_gemv_args a, int64_t units) {
+  constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
+  constexpr int x_per_vec = per_vec / 4;
+  MD_DYNAMIC_SMEM(float, x_s);  // NORM: [cols]
+  __shared__ double norm_part[kWarps];
+  const int lane = threadIdx.x & 31;
+  const int64_t warp0 = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int64_t warps = (int64_t)gridDim.x * kWarps;
+  const int64_t vecs = a.cols / per_vec;
+  const bool swiglu = a.epilogue == MD_CUDA_GEMV_SWIGLU;
+  allow_dependents();
+  if (a.prefetch && warp0 < units) {
+    int64_t local;
+    const int m = swiglu ? 0 : matrix_of(a, warp0, &local);
+    if (swiglu) local = warp0;
+    const uint4 *wr = static_cast<const uint4 *>(a.w[m]) + local * vecs;
+    for (int64_t v = 8 * lane; v < vecs; v += 8 * 32) prefetch_l2(wr + v);
+  }
+  wait_for_previous_grid();
+  const float4 *x = reinterpret_cast<const float4 *>(a.x);
+  if (NORM) {
+    normalise_into(a, x_s, norm_part);
+    x = reinterpret_cast<const float4 *>(x_s);
+  }
+  for (int64_t unit = warp0; unit < units; unit += warps) {
+    int64_t local;
+    const int m = swiglu ? 0 : matrix_of(a, unit, &local);
+    if (swiglu) local = unit;
+    const uint4 *w0 = static_cast<const uint4 *>(a.w[m]) + local * vecs;
+    const uint4 *w1 = swiglu ? static_cast<const uint4 *>(a.w[1]) + local * vecs : nullptr;
+    float acc0 = 0.0f, acc1 = 0.0f;
+    for (int64_t v = lane; v < vecs; v += 32 * kRowUnroll) {
+      uint4 g[kRowUnroll], u[kRowUnroll];
+#pragma unroll
+      for (int i = 0; i < kRowUnroll; i++)
+        if (v + 32 * i < vecs) {
+          g[i] = __ldg(w0 + v + 32 * i);
+          if (swiglu) u[i] = __ldg(w1 + v + 32 * i);
+        }
+#pragma unroll
+      for (int i = 0; i < kRowUnroll; i++)
+        if (v + 32 * i < vecs) {
+          acc0 = dot_vec<DT, NORM>(g[i], x + (v + 32 * i) * x_per_vec, acc0);
+          if (swiglu) acc1 = dot_vec<DT, NORM>(u[i], x + (v + 32 * i) * x_per_vec, acc1);
+        }
+    }
+    acc0 = warp_sum(acc0);
+    if (swiglu) acc1 = warp_sum(acc1);
+    if (lane != 0) continue;
+    if (swiglu) {
+      const float gv = a.bias[0] ? acc0 + a.bias[0][local] : acc0;
+      const float uv = a.bias[1] ? acc1 + a.bias[1][local] : acc1;
+      a.y[1][local] = uv;
+      a.y[0][local] = gv / (1.0f + expf(-gv)) * uv;  // swiglu_kernel's expression
+      continue;
+    }
+    const float y = a.bias[m] ? acc0 + a.bias[m][local] : acc0;
+    a.y[m][local] = y;
+    if (a.epilogue == MD_CUDA_GEMV_RESIDUAL) a.residual[local] = a.residual[local] + y;
+  }
+}
+
 // Any shape and alignment: one warp per row, element by element (the norm,
 // when asked for, into shared memory as above).
 __global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_args a) {
@@ -211,13 +291,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_a
   wait_for_previous_grid();
   const float *x = a.x;
   if (a.norm_weight) {
-    const float inv_rms = rms_inverse(a.x, a.cols, a.eps, norm_part);
-    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
-      const float v = rms_scale(a.x[j], inv_rms, a.norm_weight[j]);
-      x_s[j] = v;
-      if (a.norm_out && blockIdx.x == 0) a.norm_out[j] = v;
-    }
-    __syncthreads();
+    normalise_into(a, x_s, norm_part);
     x = x_s;
   }
   const int64_t row = row_of_slot(a, blockIdx.x, warp, kWarps);
@@ -256,8 +330,22 @@ void launch_vec(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, in
                 a, split, groups);
 }
 
+template <int DT, bool NORM>
+void launch_rows(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t units, size_t smem) {
+  int64_t blocks = (int64_t)(ctx->sms > 0 ? ctx->sms : 1) * kBlocksPerSm;
+  if (blocks > (units + kWarps - 1) / kWarps) blocks = (units + kWarps - 1) / kWarps;
+  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_rows_kernel<DT, NORM>), dim3((unsigned)blocks), kWarps * 32,
+                smem, a, units);
+}
+
 template <int DT>
 void launch_dtype(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, int split, size_t smem) {
+  if (ctx->gemv_rows) {
+    const int64_t units = a.epilogue == MD_CUDA_GEMV_SWIGLU ? a.rows[0] : a.total_rows;
+    if (a.norm_weight) launch_rows<DT, true>(ctx, a, units, smem);
+    else launch_rows<DT, false>(ctx, a, units, smem);
+    return;
+  }
   if (a.norm_weight) launch_vec<DT, true>(ctx, a, groups, split, smem);
   else launch_vec<DT, false>(ctx, a, groups, split, smem);
 }
@@ -318,5 +406,8 @@ extern "C" void md_cuda_gemv_init(md_cuda_ctx *ctx) {
   allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_F32, true>);
   allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_F16, true>);
   allow_max_dynamic_smem(ctx, gemv_vec_kernel<MD_DTYPE_BF16, true>);
+  allow_max_dynamic_smem(ctx, gemv_rows_kernel<MD_DTYPE_F32, true>);
+  allow_max_dynamic_smem(ctx, gemv_rows_kernel<MD_DTYPE_F16, true>);
+  allow_max_dynamic_smem(ctx, gemv_rows_kernel<MD_DTYPE_BF16, true>);
   allow_max_dynamic_smem(ctx, gemv_scalar_kernel);
 }

@@ -47,8 +47,9 @@
 #              decode steps fused and replayed as CUDA graphs (the default)
 #   step-kernels  kernels in a recorded decode step <= 6 a layer (+ the
 #              embedding and the LM head)
-#   decode-launched, decode-no-pdl  INFO: the same launched kernel by kernel
-#              (--no-graphs: unfused), and without programmatic launches
+#   decode-launched, decode-no-pdl, decode-gemv-rows  INFO: the same
+#              launched kernel by kernel (--no-graphs: unfused), without
+#              programmatic launches, and with the warp-per-row products
 #   capture    decode with capture as the collector runs it <= 5% slower
 #              than without
 #   hf         prompt + decode with capture >= 20x faster than HF eager
@@ -215,15 +216,16 @@ fi
 step limits 300 sh -c "\"$bin/gpu_bench\" limits --device $device >\"$out/limits.txt\"" || true
 step bench 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours.txt\"" || true
 step bench-launched 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 64 --no-graphs --device $device >\"$out/ours_launched.txt\"" || true
+step bench-gemv-rows 600 sh -c "MD_CUDA_GEMV=rows \"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours_gemv_rows.txt\"" || true
 step bench-no-pdl 600 sh -c "MD_CUDA_PDL=0 \"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours_no_pdl.txt\"" || true
 step bench-exact 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 32 --gemm exact --device $device >\"$out/ours_exact.txt\"" || true
 : >"$out/hf.txt"
 if [ "$do_hf" = 1 ]; then
   step hf 900 sh -c "python3 \"$root/tests/gpu/hf_gpu_bench.py\" \"$ckpt\" \"$ckpt/prompt.i32\" 2048 32 >\"$out/hf.txt\"" || : >"$out/hf.txt"
 fi
-cat "$out/limits.txt" "$out/ours.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
+cat "$out/limits.txt" "$out/ours.txt" "$out/ours_launched.txt" "$out/ours_gemv_rows.txt" "$out/ours_no_pdl.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
 
-python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" >>"$summary" 2>>"$log" <<'PY'
+python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" "$out/ours_gemv_rows.txt" >>"$summary" 2>>"$log" <<'PY'
 import sys
 
 def read(path):
@@ -233,7 +235,7 @@ def read(path):
     except OSError:
         return {}
 
-lim, ours, exact, hf, launched, no_pdl = (read(p) for p in sys.argv[1:7])
+lim, ours, exact, hf, launched, no_pdl, gemv_rows = (read(p) for p in sys.argv[1:8])
 num = lambda d, k: float(d[k])
 verdict = lambda ok: "PASS" if ok else "FAIL"
 if not lim or not ours:
@@ -254,7 +256,8 @@ print(f"step-kernels {verdict(0 < kernels <= 6 * layers + 2)} {kernels:.0f} kern
       f"{layers:.0f} layers ({(kernels - 2) / layers:.2f} a layer plus the embedding and the LM head)")
 cap = num(ours, "decode_capture_s") / num(ours, "decode_s") - 1.0
 for name, run, what in (("decode-launched", launched, "launched kernel by kernel, unfused (--no-graphs)"),
-                        ("decode-no-pdl", no_pdl, "graphs without programmatic launches (MD_CUDA_PDL=0)")):
+                        ("decode-no-pdl", no_pdl, "graphs without programmatic launches (MD_CUDA_PDL=0)"),
+                        ("decode-gemv-rows", gemv_rows, "graphs, products a warp a row (MD_CUDA_GEMV=rows)")):
     if run:
         r_tps = num(run, "decode_steps") / num(run, "decode_s")
         r_cap = num(run, "decode_capture_s") / num(run, "decode_s") - 1.0
