@@ -10,6 +10,7 @@
 #include "calib/commands.h"
 #include "calib/progress.h"
 #include "collector/eval/eval.h"
+#include "io/base/output_guard.h"
 #include "io/base/policy_defaults.h"
 #include "io/formats/eval_results.h"
 #include "io/plot/plot.h"
@@ -334,6 +335,13 @@ int md_cmd_eval(int argc, char **argv) {
   md_error err = {0};
   if (opt.plot && md_plot_check_path(opt.plot, &err) != MD_OK)
     return md_cli_usage_error(command, "--plot: %s", err.message);
+  /* Before any episode runs: outputs never replace inputs or each other,
+   * and their directories can be written (io/base/output_guard.h). */
+  const md_path_role outputs[] = {{opt.out, "-o", false}, {opt.plot, "--plot", false}};
+  const md_path_role inputs[] = {{opt.eval.model_dir, "--model", true},
+                                 {opt.eval.traces_path, "--traces", false},
+                                 {opt.eval.config_path, "--config", false}};
+  if (md_outputs_check(outputs, 2, inputs, 3, &err) != MD_OK) return md_cli_report(&err);
   md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
   md_progress *bar = md_progress_new(&progress_options);
   opt.eval.progress = md_progress_collect;

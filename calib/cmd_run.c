@@ -35,6 +35,7 @@
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/regions/region_fits.h"
+#include "io/base/output_guard.h"
 #include "io/base/digest.h"
 #include "io/base/policy_defaults.h"
 #include "io/formats/priors.h"
@@ -271,6 +272,25 @@ static int check_sharding(run_options *r) {
   return -1;
 }
 
+/* Before any work: outputs never replace inputs or each other, the work
+ * directory is not inside an input directory, and every output's
+ * directory can be written (io/base/output_guard.h). */
+static int check_outputs(const run_options *r) {
+  char *shards = r->merge_shards && r->workdir ? join(r->workdir, "shards") : NULL;
+  const md_path_role outputs[] = {{r->output, "-o", false},
+                                  {r->fit.plot, "--plot", false},
+                                  {r->fit.km_csv, "--km-csv", false},
+                                  {r->merge_shards ? NULL : r->workdir, "--workdir", true}};
+  const md_path_role inputs[] = {{r->collect.model_dir, "--model", true},
+                                 {r->collect.traces_path, "--traces", false},
+                                 {r->fit.priors_path, "--priors", false},
+                                 {shards, "the shards", true}};
+  md_error err = {0};
+  md_status s = md_outputs_check(outputs, 4, inputs, 4, &err);
+  free(shards);
+  return s == MD_OK ? -1 : md_cli_report(&err);
+}
+
 static int check_required(run_options *r) {
   int exit_code = check_sharding(r);
   if (exit_code >= 0) return exit_code;
@@ -286,7 +306,7 @@ static int check_required(run_options *r) {
   r->events = r->workdir ? join(r->workdir, "events.csv") : NULL;
   r->calibration = r->workdir ? join(r->workdir, "events.calibration.json") : NULL;
   if (!r->run_dir || !r->events || !r->calibration) return MD_EXIT_FAILURE;
-  return -1;
+  return check_outputs(r);
 }
 
 static int parse_options(int argc, char **argv, run_options *r) {

@@ -9,6 +9,7 @@
 
 #include "calib/cli.h"
 #include "calib/fit_job.h"
+#include "io/base/output_guard.h"
 #include "io/base/atomic_file.h"
 #include "io/formats/calibration.h"
 #include "io/formats/events.h"
@@ -402,6 +403,22 @@ static int finish(extract_state *st, const char *calibration_path, md_extract_ou
   return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
 }
 
+/* Outputs never replace inputs or each other, nor land inside a run
+ * directory (io/base/output_guard.h), checked before anything is read. */
+static md_status check_outputs(const md_extract_job *job, const char *calibration_path,
+                               md_error *err) {
+  md_path_role outputs[] = {{job->events_path, "-o", false},
+                            {calibration_path, "--calibration", false},
+                            {job->plot, "--plot", false}};
+  md_path_role *inputs = calloc(job->n_run_dirs ? job->n_run_dirs : 1, sizeof *inputs);
+  if (!inputs) return md_fail(err, MD_E_NOMEM, "out of memory");
+  for (size_t i = 0; i < job->n_run_dirs; i++)
+    inputs[i] = (md_path_role){job->run_dirs[i], "run directory", true};
+  md_status s = md_outputs_check(outputs, sizeof outputs / sizeof outputs[0], inputs, job->n_run_dirs, err);
+  free(inputs);
+  return s;
+}
+
 int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
   md_error err = {0};
   char *calibration_path = job->calibration_path ? strdup(job->calibration_path)
@@ -412,7 +429,9 @@ int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
   }
   extract_state st = {.job = job};
   int exit_code;
-  if (set_up(&st, &err) != MD_OK) {
+  if (check_outputs(job, calibration_path, &err) != MD_OK) {
+    exit_code = md_cli_report(&err);
+  } else if (set_up(&st, &err) != MD_OK) {
     md_error_blame_input(&err);  /* the run directories and settings were being checked */
     exit_code = md_cli_report(&err);
   } else if (md_atomic_open(&st.events_file, job->events_path, &err) != MD_OK ||

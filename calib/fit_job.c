@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "calib/cli.h"
+#include "io/base/output_guard.h"
 #include "io/base/atomic_file.h"
 #include "io/formats/calibration.h"
 #include "io/formats/config.h"
@@ -148,11 +149,29 @@ static int fit_and_write(md_fit_job *job, const md_events *events) {
   return exit_code;
 }
 
+/* Outputs never replace inputs or each other (io/base/output_guard.h),
+ * checked before anything is read. */
+static int check_outputs(const md_fit_job *job) {
+  md_path_role outputs[] = {{job->output, "-o", false}, {job->km_csv, "--km-csv", false},
+                            {job->plot, "--plot", false}};
+  md_path_role *inputs = calloc(job->n_inputs + 2, sizeof *inputs);
+  if (!inputs) return MD_EXIT_FAILURE;
+  size_t n = 0;
+  for (size_t i = 0; i < job->n_inputs; i++) inputs[n++] = (md_path_role){job->inputs[i], "events", false};
+  inputs[n++] = (md_path_role){job->priors_path, "--priors", false};
+  inputs[n++] = (md_path_role){job->calibration_path, "--calibration", false};
+  md_error err = {0};
+  md_status s = md_outputs_check(outputs, sizeof outputs / sizeof outputs[0], inputs, n, &err);
+  free(inputs);
+  return s == MD_OK ? -1 : md_cli_report(&err);
+}
+
 int md_fit_job_run(md_fit_job *job) {
   md_priors priors = {0};
   md_calibration calibration = {0};
   md_events events = {0};
-  int exit_code = read_inputs(job, &priors, &calibration, &events);
+  int exit_code = check_outputs(job);
+  if (exit_code < 0) exit_code = read_inputs(job, &priors, &calibration, &events);
   if (exit_code < 0) exit_code = fit_and_write(job, &events);
   md_events_free(&events);
   md_calibration_free(&calibration);
