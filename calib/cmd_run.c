@@ -16,6 +16,7 @@
  * fits, with no model work. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/regions/region_fits.h"
+#include "io/base/dir_lock.h"
 #include "io/base/output_guard.h"
 #include "io/base/digest.h"
 #include "io/base/policy_defaults.h"
@@ -58,6 +60,7 @@ typedef struct run_options {
   const char *finish_option;  /* the first extract or fit option given */
   /* owned paths */
   char *workdir_owned, *run_dir, *events, *calibration;
+  md_dir_lock workdir_lock;   /* held for the whole command (not by shard tasks) */
   char **shard_dirs;          /* --merge-shards: WORKDIR/shards/<each> */
   size_t n_shard_dirs;
 } run_options;
@@ -340,9 +343,73 @@ static int make_dir(const char *path, bool *made) {
 /* A work directory that already holds a run needs --resume: its episodes
  * may have cost hours of model time. Shards of one calibration share the
  * work directory, so its shards/ may exist already (another task made it). */
+/* The file that marks a directory as a work directory of run. */
+#define WORKDIR_MARKER ".memdecay-workdir"
+
+static bool path_exists(const char *dir, const char *name) {
+  char *path = join(dir, name);
+  bool exists = path && access(path, F_OK) == 0;
+  free(path);
+  return exists;
+}
+
+/* A work directory must be missing, empty, or one of ours (its marker, or
+ * for work directories of older versions what run leaves in one: run/
+ * with its run.json, or shards/): run writes events.csv and its sidecar
+ * into it, which must not replace a user's files. */
+static int check_workdir(const run_options *r) {
+  DIR *dir = opendir(r->workdir);
+  if (!dir) {
+    if (errno == ENOENT) return -1;
+    fprintf(stderr, MD_PROGRAM " run: --workdir %s: %s\n", r->workdir, strerror(errno));
+    return MD_EXIT_INPUT;
+  }
+  bool empty = true;
+  struct dirent *entry;
+  while (empty && (entry = readdir(dir)))
+    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..") && strcmp(entry->d_name, MD_DIR_LOCK_NAME))
+      empty = false;
+  closedir(dir);
+  if (empty || path_exists(r->workdir, WORKDIR_MARKER) || path_exists(r->workdir, "run/run.json") ||
+      path_exists(r->workdir, "shards"))
+    return -1;
+  fprintf(stderr, MD_PROGRAM " run: --workdir %s is not empty and is not a work directory of "
+          "run (it has no " WORKDIR_MARKER "): run writes events.csv and more into it; choose a "
+          "new or an empty directory\n", r->workdir);
+  return MD_EXIT_INPUT;
+}
+
+/* Marks the work directory as ours (several shard tasks may race to). */
+static void mark_workdir(const run_options *r) {
+  char *path = join(r->workdir, WORKDIR_MARKER);
+  int fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
+  if (fd >= 0) {
+    static const char text[] = "a work directory of memdecay-calibrate run\n";
+    if (write(fd, text, sizeof text - 1) < 0) { /* the marker's presence is what counts */ }
+    close(fd);
+  }
+  free(path);
+}
+
+/* One run at a time in a work directory (io/base/dir_lock.h), but for
+ * the tasks of a sharded collection, which share it by design (each locks
+ * its own shard's run directory). */
+static int lock_workdir(run_options *r) {
+  if (r->collect.shard.count > 0) return -1;
+  md_error err = {0};
+  return md_dir_lock_take(r->workdir, &r->workdir_lock, &err) == MD_OK ? -1 : md_cli_report(&err);
+}
+
 static int prepare_workdir(run_options *r) {
   struct stat st;
   bool shard = r->collect.shard.count > 0;
+  int checked = check_workdir(r);
+  if (checked >= 0) return checked;
+  if (stat(r->run_dir, &st) == 0 && !shard && !path_exists(r->run_dir, "run.json") && !r->collect.resume) {
+    fprintf(stderr, MD_PROGRAM " run: %s exists and is not a run directory (no run.json): remove "
+            "it, or choose another --workdir\n", r->run_dir);
+    return MD_EXIT_INPUT;
+  }
   if (stat(r->run_dir, &st) == 0 && !r->collect.resume) {
     if (shard)
       fprintf(stderr, MD_PROGRAM " run: %s already holds shard %zu/%zu: pass --resume to "
@@ -355,6 +422,10 @@ static int prepare_workdir(run_options *r) {
     return MD_EXIT_INPUT;
   }
   int exit_code = make_dir(r->workdir, &r->made_workdir);
+  if (exit_code < 0) {
+    mark_workdir(r);
+    exit_code = lock_workdir(r);
+  }
   if (exit_code < 0 && shard) {
     char *shards = join(r->workdir, "shards");
     exit_code = shards ? make_dir(shards, &r->made_shards) : MD_EXIT_FAILURE;
@@ -380,7 +451,13 @@ static int collect_stage(run_options *r, md_progress *bar) {
     if (shards) rmdir(shards);
     free(shards);
   }
-  if (r->made_workdir) rmdir(r->workdir);
+  if (r->made_workdir) {
+    char *marker = join(r->workdir, WORKDIR_MARKER);
+    if (marker) unlink(marker);
+    free(marker);
+    md_dir_lock_release(&r->workdir_lock); /* removes its file */
+    rmdir(r->workdir);
+  }
   return md_cli_report(&err);
 }
 
@@ -507,6 +584,7 @@ static int run_stages(run_options *r) {
   int exit_code = load_priors(r, &priors);
   char traces_sha256[MD_SHA256_HEX], config_sha256[MD_SHA256_HEX];
   if (exit_code < 0 && r->merge_shards) exit_code = expected_identity(r, traces_sha256, config_sha256);
+  if (exit_code < 0 && r->merge_shards) exit_code = lock_workdir(r);
   if (exit_code < 0) exit_code = r->merge_shards ? list_shards(r) : prepare_workdir(r);
   r->extract.settings.priors = &priors;
   md_progress_options progress_options = {.label = command, .quiet = r->quiet};
@@ -523,8 +601,10 @@ static int run_stages(run_options *r) {
 int md_cmd_run(int argc, char **argv) {
   run_options r;
   memset(&r, 0, sizeof r);
+  r.workdir_lock = MD_DIR_LOCK_NONE;
   int exit_code = parse_options(argc, argv, &r);
   if (exit_code < 0) exit_code = run_stages(&r);
+  md_dir_lock_release(&r.workdir_lock);
   free(r.pins);
   free(r.workdir_owned);
   free(r.run_dir);

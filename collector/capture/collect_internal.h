@@ -8,6 +8,7 @@
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
+#include "io/base/dir_lock.h"
 #include "io/base/digest.h"
 #include "io/formats/run_writer.h"
 
@@ -46,6 +47,7 @@ typedef struct collect_run {
   char *run_json, *manifest_path;
   md_run_record *record;
   md_manifest *manifest;
+  md_dir_lock lock;            /* held on out_dir while the run writes it */
   /* the model run */
   md_qwen2_forward *forward;
   md_kbuf *capture[2];         /* [max_positions] each: two, so a step's row can be

@@ -26,6 +26,7 @@ void md_collect_run_init(collect_run *run, const md_collect_options *options) {
   memset(run, 0, sizeof *run);
   run->options = options;
   run->out_dir = options->out_dir;
+  run->lock = MD_DIR_LOCK_NONE;
   run->started = md_collect_now();
 }
 
@@ -38,6 +39,7 @@ void md_collect_run_free(collect_run *run) {
   md_qwen2_forward_free(run->forward);
   md_manifest_close(run->manifest);
   md_run_record_free(run->record);
+  md_dir_lock_release(&run->lock);
   for (size_t i = 0; i < run->n_planned; i++) free(run->planned[i].id);
   free(run->planned);
   free(run->run_json);
@@ -375,7 +377,9 @@ static bool directory_empty(const char *path) {
   struct dirent *entry;
   bool empty = true;
   while (empty && (entry = readdir(dir)))
-    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..")) empty = false;
+    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..") &&
+        strcmp(entry->d_name, MD_DIR_LOCK_NAME))
+      empty = false;
   closedir(dir);
   return empty;
 }
@@ -461,10 +465,14 @@ static md_status prepare_dir(collect_run *run, md_error *err) {
   run->manifest_path = md_collect_path(dir, "", "manifest.csv", "");
   if (!run->run_json || !run->manifest_path) return md_fail(err, MD_E_NOMEM, "out of memory");
   md_status s;
+  /* One writer at a time (io/base/dir_lock.h): a second --resume of the
+   * same run (a resubmitted array task while the first still runs) is
+   * refused before it reads or cleans anything. */
   if (access(dir, F_OK) == 0) {
     if (!is_directory(dir)) return md_fail(err, MD_E_INVALID, "%s exists and is not a directory", dir);
+    if ((s = md_dir_lock_take(dir, &run->lock, err)) != MD_OK) return s;
     if ((s = open_existing(run, err)) != MD_OK) return s;
-  } else if ((s = make_dir(dir, err)) != MD_OK) {
+  } else if ((s = make_dir(dir, err)) != MD_OK || (s = md_dir_lock_take(dir, &run->lock, err)) != MD_OK) {
     return s;
   }
   if ((s = make_subdirs(run, err)) != MD_OK) return s;

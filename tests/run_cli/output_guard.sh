@@ -31,7 +31,7 @@ refused() {
   status=$?
   took=$(( $(date +%s) - start ))
   [ "$status" = 2 ] || { cat err.txt >&2; fail "$name: exit $status, expected 2"; }
-  grep -Eq "$pattern" err.txt || { cat err.txt >&2; fail "$name: message"; }
+  grep -Eq -e "$pattern" err.txt || { cat err.txt >&2; fail "$name: message"; }
   [ "$took" -lt 20 ] || fail "$name: refused only after ${took}s"
   echo "ok $name: $(cat err.txt)"
 }
