@@ -36,8 +36,10 @@ static void print_help(FILE *out) {
       "  half_life      drifts when the new half-life lies outside the golden interval\n"
       "                 widened by R: [lo*(1-R), hi*(1+R)]. A null bound is open (0 or\n"
       "                 infinity); a golden half-life without interval uses |new/golden-1| > R.\n"
-      "  base_priority, pinned, policy alpha and kappa: drift when the relative change\n"
-      "                 exceeds R (pinned: when it differs).\n"
+      "  lambda, base_priority, pinned, policy alpha and kappa: drift when the relative\n"
+      "                 change exceeds R (pinned: when it differs).\n"
+      "  policy tau, ewma_beta and page_size (settings the runtime reads): drift when\n"
+      "                 they differ at all.\n"
       "  null vs null is ok; null vs a number is drift; a region present on one side\n"
       "  only is drift.\n"
       "\n"
@@ -147,6 +149,13 @@ static verdict compare_relative(double golden, double fresh, double rtol) {
   return make_verdict(drift, drift ? "relative change above rtol" : "");
 }
 
+/* A setting (tau, the EWMA's beta, the page size): any change drifts. */
+static verdict compare_exact(double golden, double fresh) {
+  if (isnan(golden) || isnan(fresh)) return compare_null(golden, fresh);
+  bool drift = golden != fresh;
+  return make_verdict(drift, drift ? "setting changed" : "");
+}
+
 /* The golden interval widened by rtol; a null bound is open. */
 static verdict compare_half_life(const md_config_read_region *golden, double fresh, double rtol) {
   if (isnan(golden->half_life) || isnan(fresh)) return compare_null(golden->half_life, fresh);
@@ -212,6 +221,7 @@ static void compare_region(tally *t, const md_config_read_region *golden,
   print_row(t, golden->name, "half_life", golden_text, fresh_text,
             relative_change(golden->half_life, fresh->half_life),
             compare_half_life(golden, fresh->half_life, rtol));
+  compare_number(t, golden->name, "lambda", golden->lambda, fresh->lambda, rtol);
   compare_number(t, golden->name, "base_priority", golden->base_priority, fresh->base_priority,
                  rtol);
   bool pin_changed = golden->pinned != fresh->pinned;
@@ -250,6 +260,20 @@ static void compare_configs(tally *t, const md_config_summary *golden,
   }
   if (!isnan(golden->kappa) || !isnan(fresh->kappa)) {
     compare_number(t, "policy", "kappa", golden->kappa, fresh->kappa, rtol);
+  }
+  /* The settings the runtime reads with them (0 pages: absent). */
+  const double settings[3][2] = {
+      {golden->tau, fresh->tau},
+      {golden->ewma_beta, fresh->ewma_beta},
+      {golden->page_size > 0 ? golden->page_size : NAN, fresh->page_size > 0 ? fresh->page_size : NAN}};
+  const char *names[3] = {"tau", "ewma_beta", "page_size"};
+  for (int i = 0; i < 3; i++) {
+    char golden_text[32], fresh_text[32];
+    format_value(golden_text, sizeof golden_text, settings[i][0]);
+    format_value(fresh_text, sizeof fresh_text, settings[i][1]);
+    print_row(t, "policy", names[i], golden_text, fresh_text,
+              relative_change(settings[i][0], settings[i][1]),
+              compare_exact(settings[i][0], settings[i][1]));
   }
 }
 

@@ -74,8 +74,8 @@ static md_status check_config(const md_policy_config *c, const char *where, md_e
   for (size_t i = 0; i < c->n_regions; i++) {
     const md_policy_region *r = &c->regions[i];
     const char *name = r->name ? r->name : "?";
-    if (!(isfinite(r->base_priority) && r->base_priority >= 0)) {
-      return md_fail(err, MD_E_INVALID, "%sregions.%s.base_priority: %g is not a number >= 0",
+    if (!(isfinite(r->base_priority) && r->base_priority >= 0 && r->base_priority <= 1)) {
+      return md_fail(err, MD_E_INVALID, "%sregions.%s.base_priority: %g is not a number in [0, 1]",
                      where, name, r->base_priority);
     }
     if (r->pinned) continue;  /* lambda is not needed */
@@ -118,6 +118,21 @@ md_status md_policy_config_load(const char *path, md_policy_config *config, md_e
   }
   for (size_t i = 0; i < summary.n_regions; i++) {
     md_config_read_region *from = &summary.regions[i];
+    /* The half-life is lambda's summary (ln 2 / lambda): one that
+     * contradicts lambda by more than 1% (more than rounding to three
+     * digits) means the file was edited inconsistently. */
+    const double hl = from->half_life, lambda = from->lambda;
+    if (isfinite(hl) && hl > 0 && isfinite(lambda) && lambda >= 0 &&
+        !(fabs(lambda * hl / log(2.0) - 1.0) <= 0.01)) {
+      md_fail(err, MD_E_INVALID,
+              "%s: regions.%s.lambda: %g contradicts its half_life %g (lambda = ln 2 / half_life "
+              "= %g)",
+              path, from->name, lambda, hl, log(2.0) / hl);
+      md_config_summary_free(&summary);
+      c.n_regions = i; /* the names moved so far */
+      md_policy_config_free(&c);
+      return MD_E_INVALID;
+    }
     c.regions[i] = (md_policy_region){.name = from->name, .pinned = from->pinned,
                                       .base_priority = from->base_priority,
                                       .lambda = from->lambda};

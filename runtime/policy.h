@@ -133,7 +133,7 @@ bool md_policy_kind_parse(const char *name, md_policy_kind *kind);
 typedef struct md_policy_region {
   char *name;
   bool pinned;
-  double base_priority;  /* b_r, finite and >= 0 */
+  double base_priority;  /* b_r, in [0, 1] */
   double lambda;         /* per step, finite and >= 0; NaN allowed when pinned */
 } md_policy_region;
 

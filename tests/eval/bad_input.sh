@@ -24,6 +24,18 @@ episode ok ", \"probes\": [$probe]" > "$work/ok.jsonl"
 episode absent ", \"probes\": [{\"region\": \"retrieval\", \"question\": \"Which doc?\", \"answer\": \"KQ7Z\"}]" > "$work/absent_region.jsonl"
 episode unlisted ", \"probes\": [{\"region\": \"notes\", \"question\": \"Code?\", \"answer\": \"KQ7Z\"}]" notes > "$work/unlisted_region.jsonl"
 sed 's/"kappa": [0-9.e+-]*/"kappa": "high"/' "$config" > "$work/bad_config.json" || exit 99
+# Values outside their domains: a base priority of 5; lambda x100 with the
+# half-life unchanged.
+python3 - "$config" "$work" <<'PY' || exit 99
+import json, sys
+config, work = sys.argv[1], sys.argv[2]
+c = json.load(open(config))
+c["regions"]["plan"]["base_priority"] = 5
+json.dump(c, open(work + "/priority_5.json", "w"))
+c = json.load(open(config))
+c["regions"]["user"]["lambda"] *= 100
+json.dump(c, open(work + "/lambda_x100.json", "w"))
+PY
 
 run() { # name exit stderr-regex -- eval arguments...
   name=$1 code=$2 pattern=$3
@@ -49,6 +61,8 @@ run policy_twice 2 "eval: policy 'h2o' is listed twice" -- $base --traces "$work
 run plot 2 'eval\.jpg.*unsupported' -- $base --traces "$work/ok.jsonl" --plot "$work/eval.jpg"
 run missing_config 2 'no-such\.json' -- --model "$model" --config "$work/no-such.json" -o "$out" --traces "$work/ok.jsonl"
 run bad_config 2 'bad_config\.json: policy\.attention_norm\.kappa: ' -- --model "$model" --config "$work/bad_config.json" -o "$out" --traces "$work/ok.jsonl"
+run priority_5 2 'priority_5\.json: regions\.plan\.base_priority: 5 is not a number in \[0, 1\]' -- --model "$model" --config "$work/priority_5.json" -o "$out" --traces "$work/ok.jsonl"
+run lambda_x100 2 'lambda_x100\.json: regions\.user\.lambda: 0\.65[0-9]* contradicts its half_life 106\.1[0-9]*' -- --model "$model" --config "$work/lambda_x100.json" -o "$out" --traces "$work/ok.jsonl"
 run missing_model 2 "model directory '.*no-model' does not exist" -- --model "$work/no-model" --config "$config" -o "$out" --traces "$work/ok.jsonl"
 run required 2 'eval: --model, --traces, --config and -o are required' -- --model "$model" --traces "$work/ok.jsonl" -o "$out"
 }
