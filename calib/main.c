@@ -1,6 +1,7 @@
 /* memdecay-calibrate: measures per-region KV-cache decay rates for MemDecay.
  * This file picks OpenBLAS's kernels (which may execute the program again)
  * and dispatches to the subcommands in calib/cmd_*.c. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,19 @@ static void choose_blas_core(char **argv) {
   free(old_from);
 }
 
-int main(int argc, char **argv) {
+/* What a command printed must have reached standard output: a full disk,
+ * a closed pipe or /dev/full make the run fail (exit 3), whatever the
+ * command's own verdict, so that a script never takes a lost report for
+ * success. */
+static int finish_stdout(int code) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return code;
+  fprintf(stderr, MD_PROGRAM ": cannot write standard output: %s\n",
+          errno ? strerror(errno) : "write error");
+  return MD_EXIT_FAILURE;
+}
+
+static int run_command(int argc, char **argv) {
   choose_blas_core(argv);
   if (argc < 2) {
     print_usage(stderr);
@@ -113,3 +126,5 @@ int main(int argc, char **argv) {
   print_usage(stderr);
   return MD_EXIT_INPUT;
 }
+
+int main(int argc, char **argv) { return finish_stdout(run_command(argc, argv)); }
