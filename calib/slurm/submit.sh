@@ -48,35 +48,42 @@ done
 case "$shards" in
   ''|*[!0-9]*|0*) echo "submit.sh: -n must be a whole number from 1, not '$shards'" >&2; exit 2 ;;
 esac
+[ "${#shards}" -le 6 ] || { echo "submit.sh: -n $shards is too many shards" >&2; exit 2; }
+# A partition (or a comma-separated list) and a CPU count: checked, and
+# given to sbatch as one word each, never split into more options.
+case "$partition" in
+  *[!A-Za-z0-9_.,-]*|-*) echo "submit.sh: -p must be a partition name, not '$partition'" >&2; exit 2 ;;
+esac
+case "$cpus" in
+  *[!0-9]*|0*) echo "submit.sh: -c must be a whole number from 1, not '$cpus'" >&2; exit 2 ;;
+esac
 
 # The shard tasks read N from SHARDS, not from the array's size: an index
 # submitted again later is an array of one.
 SHARDS=$shards
 export SHARDS
-common=
-[ -z "$partition" ] || common="--partition=$partition"
-shard_opts=
-[ -z "$cpus" ] || shard_opts="--cpus-per-task=$cpus"
+last=$((shards - 1))  # digits only, checked above
 
-# shellcheck disable=SC2086  # option strings without spaces, split on purpose
 if [ -n "$test_only" ]; then
   # Nothing is submitted, so there is no job to depend on: each job is
   # checked on its own (sbatch prints where and when it would start).
-  sbatch --test-only $common $shard_opts "--array=0-$((shards - 1))" "$@" \
-    "$here/calibrate-shards.sbatch"
-  sbatch --test-only $common "$@" "$here/calibrate-merge.sbatch"
+  sbatch --test-only ${partition:+"--partition=$partition"} ${cpus:+"--cpus-per-task=$cpus"} \
+    "--array=0-$last" "$@" "$here/calibrate-shards.sbatch"
+  sbatch --test-only ${partition:+"--partition=$partition"} "$@" "$here/calibrate-merge.sbatch"
   exit 0
 fi
 
 # Slurm does not make the directory of --output: without it a job fails.
 mkdir -p "$logs"
-# shellcheck disable=SC2086
-array_job=$(sbatch --parsable $common $shard_opts "--array=0-$((shards - 1))" \
+array_job=$(sbatch --parsable ${partition:+"--partition=$partition"} \
+  ${cpus:+"--cpus-per-task=$cpus"} "--array=0-$last" \
   "--output=$logs/shard-%A_%a.out" "$@" "$here/calibrate-shards.sbatch")
 array_job=${array_job%%;*}   # --parsable prints ID;CLUSTER on a federation
 echo "array_job=$array_job"
-# shellcheck disable=SC2086
-merge_job=$(sbatch --parsable $common "--dependency=afterok:$array_job" \
+case "$array_job" in
+  ''|*[!0-9]*) echo "submit.sh: sbatch answered '$array_job', not a job id" >&2; exit 1 ;;
+esac
+merge_job=$(sbatch --parsable ${partition:+"--partition=$partition"} "--dependency=afterok:$array_job" \
   "--output=$logs/merge-%j.out" "$@" "$here/calibrate-merge.sbatch")
 merge_job=${merge_job%%;*}
 echo "merge_job=$merge_job"
