@@ -25,6 +25,11 @@ typedef struct md_device_options {
 /* True when this build contains the CUDA back end (meson -Dcuda). */
 bool md_device_cuda_built(void);
 
+/* The CPU threads a run asking for `requested` (0: all cores) computes
+ * with: at most OpenMP's thread limit (OMP_THREAD_LIMIT). What run.json
+ * records. */
+int md_device_threads(int requested);
+
 /* The environment variable that chooses the CPU back end's kernel path:
  * best (the default, also when unset or empty), portable, avx2 or avx512. */
 #define MD_DEVICE_ENV_CPU_KERNELS "MEMDECAY_CPU_KERNELS"

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +77,7 @@ static md_status open_device(collect_run *run, md_error *err) {
   md_status s = md_device_open(&device, &run->kernels, err);
   if (s != MD_OK) return s;
   snprintf(run->device_name, sizeof run->device_name, "%s", strcmp(name, "cuda") ? name : "cuda:0");
-  run->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+  run->threads = md_device_threads(o->threads); /* what it computes with, not what was asked */
   return MD_OK;
 }
 

@@ -4,7 +4,6 @@
 #include "collector/eval/eval.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,7 +445,7 @@ static md_status init_results(eval_state *st, md_error *err) {
   r->config_sha256 = strdup(config_sha);
   const char *device = o->device ? o->device : "cpu";
   snprintf(r->device, sizeof r->device, "%s", strcmp(device, "cuda") ? device : "cuda:0");
-  r->threads = o->threads > 0 ? o->threads : omp_get_num_procs();
+  r->threads = md_device_threads(o->threads);
   r->page_size = st->page_size;
   r->max_answer_tokens = o->max_answer_tokens ? o->max_answer_tokens : MD_EVAL_DEFAULT_ANSWER_TOKENS;
   r->seed = o->seed;

@@ -731,6 +731,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
     return md_fail(err, MD_E_DEVICE, "cpu kernels: our prompt GEMM (MEMDECAY_CPU_GEMM=own) runs "
                    "with the avx2 or avx512 kernels, not the portable ones");
   threads = threads > 0 ? threads : omp_get_num_procs();
+  if (threads > omp_get_thread_limit()) threads = omp_get_thread_limit(); /* OMP_THREAD_LIMIT */
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = md_cpu_alloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
   if (!c || !scratch) {
