@@ -2,12 +2,14 @@
  * This file picks OpenBLAS's kernels (which may execute the program again)
  * and dispatches to the subcommands in calib/cmd_*.c. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "calib/cli.h"
+#include "io/base/atomic_file.h"
 #include "kernels/cpu/blas_core.h"
 #include "md_build_config.h"
 
@@ -104,6 +106,25 @@ static int finish_stdout(int code) {
   return MD_EXIT_FAILURE;
 }
 
+/* SIGTERM (scancel, a job's time limit), SIGINT and SIGHUP: the outputs
+ * being written are left as they were (their temporaries removed), then
+ * the process dies of the signal as it would have. Collections keep their
+ * finished episodes either way (--resume). */
+static void on_termination(int sig) {
+  md_atomic_remove_pending();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void catch_termination(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = on_termination;
+  sigemptyset(&action.sa_mask);
+  const int signals[] = {SIGTERM, SIGINT, SIGHUP};
+  for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) sigaction(signals[i], &action, NULL);
+}
+
 static int run_command(int argc, char **argv) {
   choose_blas_core(argv);
   if (argc < 2) {
@@ -127,4 +148,7 @@ static int run_command(int argc, char **argv) {
   return MD_EXIT_INPUT;
 }
 
-int main(int argc, char **argv) { return finish_stdout(run_command(argc, argv)); }
+int main(int argc, char **argv) {
+  catch_termination();
+  return finish_stdout(run_command(argc, argv));
+}

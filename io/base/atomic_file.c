@@ -8,6 +8,39 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The temporary files not yet committed or aborted, for
+ * md_atomic_remove_pending (a signal handler). Slots are claimed and freed
+ * atomically: outputs may be opened from several threads. */
+#define MD_ATOMIC_PENDING 64
+static char *pending[MD_ATOMIC_PENDING];
+
+static void track(char *temp) {
+  for (int i = 0; i < MD_ATOMIC_PENDING; i++) {
+    char *expected = NULL;
+    if (__atomic_compare_exchange_n(&pending[i], &expected, temp, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+      return;
+  }
+  /* All slots taken: this file is not removed on a signal (still never
+   * renamed into place, so no partial output either). */
+}
+
+static void untrack(const char *temp) {
+  for (int i = 0; temp && i < MD_ATOMIC_PENDING; i++) {
+    char *expected = (char *)temp;
+    if (__atomic_compare_exchange_n(&pending[i], &expected, NULL, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+      return;
+  }
+}
+
+void md_atomic_remove_pending(void) {
+  for (int i = 0; i < MD_ATOMIC_PENDING; i++) {
+    char *temp = __atomic_load_n(&pending[i], __ATOMIC_SEQ_CST);
+    if (temp) unlink(temp);
+  }
+}
+
 static char *temp_name_for(const char *path) {
   const char *slash = strrchr(path, '/');
   size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
@@ -55,6 +88,7 @@ md_status md_atomic_open(md_atomic_file *file, const char *path, md_error *err) 
     return md_fail(err, MD_E_IO, "%s: cannot create a temporary file beside it: %s", path,
                    strerror(saved));
   }
+  track(file->temp_path);
   file->fp = fdopen(fd, "wb");
   if (!file->fp) {
     int saved = errno;
@@ -66,6 +100,7 @@ md_status md_atomic_open(md_atomic_file *file, const char *path, md_error *err) 
 }
 
 static void release(md_atomic_file *file) {
+  untrack(file->temp_path);
   free(file->final_path);
   free(file->temp_path);
   file->final_path = file->temp_path = NULL;

@@ -28,6 +28,12 @@ md_status md_atomic_commit(md_atomic_file *file, md_error *err);
  * call on a zeroed or already committed struct. */
 void md_atomic_abort(md_atomic_file *file);
 
+/* Removes the temporary files of every output not yet committed or
+ * aborted: for a handler of SIGTERM and SIGINT (calib/main.c), so that a
+ * cancelled job leaves no ".<name>.XXXXXX" behind. Async-signal-safe (only
+ * unlink(2)). */
+void md_atomic_remove_pending(void);
+
 /* Writes `len` bytes to `path` atomically. */
 md_status md_write_file_atomic(const char *path, const void *data, size_t len, md_error *err);
 
