@@ -75,6 +75,11 @@ static void choose_blas_core(char **argv) {
               "runs (expected auto, keep, simulate-weak or a core such as %s): OpenBLAS keeps its %s "
               "kernels\n", d.requested, d.best ? d.best : "Prescott", current);
       return;
+    case MD_BLAS_REPLACE:
+      fprintf(stderr, MD_PROGRAM ": warning: " MD_BLAS_ENV_CORETYPE "=%s names OpenBLAS kernels this "
+              "CPU cannot run (they would stop the program on an illegal instruction): using its "
+              "%s kernels instead\n", d.requested, d.coretype);
+      break;
     case MD_BLAS_REEXEC: break;
   }
   /* Copies: setenv may free what getenv returned. */

@@ -82,8 +82,19 @@ md_blas_decision md_blas_core_decide(const md_blas_env *env, const char *current
   d.origin = origin_of(coretype, from);
   if (d.origin == MD_BLAS_ORIGIN_SWITCHED) d.from = from;
 
-  /* The user's OPENBLAS_CORETYPE is theirs to set: never overridden. */
-  if (d.origin == MD_BLAS_ORIGIN_USER) return d;
+  /* The user's OPENBLAS_CORETYPE is theirs to set, but for a core this CPU
+   * cannot run, which would stop the program on an illegal instruction at
+   * its first matrix product: that one is replaced by the best this CPU
+   * runs, with a warning. */
+  if (d.origin == MD_BLAS_ORIGIN_USER) {
+    if (md_blas_core_rank(coretype) > md_blas_cpu_rank(facts)) {
+      d.action = MD_BLAS_REPLACE;
+      d.requested = coretype;
+      d.coretype = d.best ? d.best : MD_BLAS_WEAK_CORE;
+      d.from = current && *current && !same_name(current, d.coretype) ? current : coretype;
+    }
+    return d;
+  }
   if (setting && !strcmp(setting, "keep")) {
     if (d.origin == MD_BLAS_ORIGIN_LIBRARY) d.origin = MD_BLAS_ORIGIN_KEEP;
     return d;

@@ -76,6 +76,8 @@ typedef enum md_blas_action {
   MD_BLAS_REEXEC,     /* set OPENBLAS_CORETYPE=coretype and MD_BLAS_CORE_FROM=from, execute again */
   MD_BLAS_WARN_WEAK,  /* go on, but the library lacks the kernels asked for: say so */
   MD_BLAS_WARN_SETTING, /* go on, but MEMDECAY_BLAS_CORE names no core this CPU runs: say so */
+  MD_BLAS_REPLACE,    /* the user's OPENBLAS_CORETYPE names a core this CPU cannot run (an
+                         illegal instruction at the first product): say so, then as REEXEC */
 } md_blas_action;
 
 /* Who chose the core running now. */
@@ -92,9 +94,9 @@ typedef struct md_blas_decision {
   md_blas_origin origin;
   const char *best;      /* md_blas_core_best of the facts, or NULL */
   const char *requested; /* the core asked for: REEXEC sets it, WARN_WEAK lacks it,
-                            WARN_SETTING refuses it; else NULL */
-  const char *coretype;  /* REEXEC: the value for OPENBLAS_CORETYPE */
-  const char *from;      /* REEXEC: the value for MD_BLAS_CORE_FROM; SWITCHED:
+                            WARN_SETTING and REPLACE refuse it; else NULL */
+  const char *coretype;  /* REEXEC, REPLACE: the value for OPENBLAS_CORETYPE */
+  const char *from;      /* REEXEC, REPLACE: the value for MD_BLAS_CORE_FROM; SWITCHED:
                             the core OpenBLAS had chosen */
 } md_blas_decision;
 

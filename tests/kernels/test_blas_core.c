@@ -129,6 +129,20 @@ static void test_decide(void) {
   d = follow((md_blas_env){0}, "Prescott", false, &intel_avx512, 1, &core);
   CHECK(d.action == MD_BLAS_WARN_WEAK && same(d.requested, "SkylakeX") && same(core, "Prescott"));
 
+  /* ... but not one this CPU cannot run (SIGILL at the first product):
+   * replaced by the best it runs, once, then left alone. */
+  md_blas_env wide = {.coretype = "SkylakeX"};
+  d = md_blas_core_decide(&wide, "SkylakeX", &amd_avx2);
+  CHECK(d.action == MD_BLAS_REPLACE && same(d.requested, "SkylakeX") && same(d.coretype, "Zen") &&
+        same(d.from, "SkylakeX"));
+  wide = after(&wide, &d);
+  d = md_blas_core_decide(&wide, "Zen", &amd_avx2);
+  CHECK(d.action == MD_BLAS_STAY && d.origin == MD_BLAS_ORIGIN_SWITCHED);
+  d = md_blas_core_decide(&(md_blas_env){.coretype = "Haswell"}, "Haswell", &sse_only);
+  CHECK(d.action == MD_BLAS_REPLACE && same(d.coretype, "Prescott"));
+  d = md_blas_core_decide(&(md_blas_env){.coretype = "SkylakeX"}, "SkylakeX", &intel_avx512);
+  CHECK(d.action == MD_BLAS_STAY && d.origin == MD_BLAS_ORIGIN_USER);
+
   /* The user's OPENBLAS_CORETYPE is respected, whatever else is set. */
   const char *settings[] = {NULL, "auto", "simulate-weak", "Haswell", "keep"};
   for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
