@@ -2,6 +2,7 @@
  * here are documented in man/memdecay-traces.5. */
 #include "io/formats/trace.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -659,14 +660,27 @@ static bool is_blank(const char *text, size_t length) {
   return true;
 }
 
-/* Ids are unique within a file: output files are named after them. */
+/* Ids are unique within a file, also ignoring case: output files are named
+ * after them, and on a case-insensitive file system (macOS, Windows shares)
+ * "Ep1" and "ep1" would be one file. seen_ids maps the id in lower case to
+ * [line, id as written]. */
 static md_status check_unique_id(md_trace_reader *r, const parse_ctx *c) {
-  const json_t *first = json_object_get(r->seen_ids, c->id);
+  char folded[MD_TRACE_ID_MAX + 1];
+  size_t n = strlen(c->id);
+  if (n > MD_TRACE_ID_MAX) n = MD_TRACE_ID_MAX;
+  for (size_t i = 0; i < n; i++) folded[i] = (char)tolower((unsigned char)c->id[i]);
+  folded[n] = '\0';
+  const json_t *first = json_object_get(r->seen_ids, folded);
   if (first) {
-    return bad(c, NULL, "duplicate episode id (first used on line %" JSON_INTEGER_FORMAT ")",
-               json_integer_value(first));
+    const char *written = json_string_value(json_array_get(first, 1));
+    json_int_t line = json_integer_value(json_array_get(first, 0));
+    if (written && strcmp(written, c->id) != 0)
+      return bad(c, NULL, "episode id differs only by case from \"%s\" on line %" JSON_INTEGER_FORMAT
+                 " (their output files would be one on a case-insensitive file system)", written, line);
+    return bad(c, NULL, "duplicate episode id (first used on line %" JSON_INTEGER_FORMAT ")", line);
   }
-  if (json_object_set_new(r->seen_ids, c->id, json_integer((json_int_t)c->line))) return no_memory(c);
+  json_t *entry = json_pack("[Is]", (json_int_t)c->line, c->id);
+  if (!entry || json_object_set_new(r->seen_ids, folded, entry)) return no_memory(c);
   return MD_OK;
 }
 

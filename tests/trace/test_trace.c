@@ -297,6 +297,9 @@ static const bad_case bad_cases[] = {
     {"{\"id\": \"\", " SPANS "}\n", "case.jsonl:1: invalid episode id \"\""},
     {"{\"id\": \"a\", " SPANS "}\n\n{\"id\": \"b\", " SPANS "}\n{\"id\": \"a\", " SPANS "}\n",
      "case.jsonl:4: episode \"a\": duplicate episode id (first used on line 1)"},
+    {"{\"id\": \"Ep.1\", " SPANS "}\n{\"id\": \"ep.1\", " SPANS "}\n",
+     "case.jsonl:2: episode \"ep.1\": episode id differs only by case from \"Ep.1\" on line 1 (their "
+     "output files would be one on a case-insensitive file system)"},
     /* episode keys and forms */
     {"{\"id\": \"a\", " SPANS ", \"contination\": {}}\n",
      "case.jsonl:1: episode \"a\": unknown key \"contination\" (known keys: id, messages, spans, continuation, "
