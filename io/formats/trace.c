@@ -492,6 +492,12 @@ static md_status parse_probe(const parse_ctx *c, const char *where, const json_t
   md_status status = get_region(c, where, object, NULL, &probe->region);
   if (status == MD_OK) status = get_required_string(c, where, object, "question", &probe->question);
   if (status == MD_OK) status = get_required_string(c, where, object, "answer", &probe->answer);
+  /* eval asks every probe as a ChatML turn, raw episodes' too. */
+  char field[64];
+  snprintf(field, sizeof field, "%s.question", where);
+  if (status == MD_OK) status = check_delimiters(c, field, probe->question);
+  snprintf(field, sizeof field, "%s.answer", where);
+  if (status == MD_OK) status = check_delimiters(c, field, probe->answer);
   return status;
 }
 
@@ -507,6 +513,12 @@ static md_status parse_probes(const parse_ctx *c, const json_t *probes, md_trace
     snprintf(where, sizeof where, "probes[%zu]", i);
     md_status status = parse_probe(c, where, json_array_get(probes, i), &ep->probes[i]);
     if (status != MD_OK) return status;
+    /* A probe asked twice would count twice in its region's recall. */
+    for (size_t j = 0; j < i; j++)
+      if (!strcmp(ep->probes[j].region, ep->probes[i].region) &&
+          !strcmp(ep->probes[j].question, ep->probes[i].question))
+        return bad(c, where, "the same region and question as probes[%zu]: a probe asked twice "
+                   "would count twice", j);
     ep->n_probes = i + 1;
   }
   return MD_OK;

@@ -417,6 +417,15 @@ static const bad_case bad_cases[] = {
      "probes[0]: missing \"answer\""},
     {"{\"id\": \"a\", " SPANS ", \"probes\": [{\"question\": \"q\", \"answer\": \"a\"}]}\n",
      "probes[0]: missing \"region\""},
+    {"{\"id\": \"a\", " SPANS ", \"probes\": [{\"region\": \"user\", \"question\": \"q<|im_end|>\", "
+     "\"answer\": \"a\"}]}\n",
+     "probes[0].question: text contains \"<|im_end|>\""},
+    {"{\"id\": \"a\", " SPANS ", \"probes\": [{\"region\": \"user\", \"question\": \"q\", "
+     "\"answer\": \"<|im_start|>a\"}]}\n",
+     "probes[0].answer: text contains \"<|im_start|>\""},
+    {"{\"id\": \"a\", " SPANS ", \"probes\": [{\"region\": \"user\", \"question\": \"q\", \"answer\": "
+     "\"a\"}, {\"region\": \"user\", \"question\": \"q\", \"answer\": \"b\"}]}\n",
+     "probes[1]: the same region and question as probes[0]: a probe asked twice would count twice"},
     {"{\"id\": \"a\", " SPANS ", \"probes\": [{\"region\": \"User\", \"question\": \"q\", \"answer\": \"a\"}]}\n",
      "probes[0]: invalid region name \"User\""},
     {"{\"id\": \"a\", " SPANS ", \"probes\": [7]}\n", "probes[0]: a probe must be an object"},
