@@ -11,16 +11,8 @@
 #     nothing.
 #
 #   dir_lock.sh PROGRAM MODEL TRACES WORK
-set -u
-program=$1 model=$2 traces=$3 work=$4
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-# Absolute paths: the test works in WORK (meson gives the program relative
-# to the build directory).
-absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
-program=$(absolute "$program") model=$(absolute "$model") traces=$(absolute "$traces")
+. "$(dirname "$0")/setup.sh"
 command -v flock >/dev/null || fail "needs flock(1) (util-linux)"
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 99
 
 "$program" run --model "$model" --traces "$traces" --max-episodes 1 --workdir wd -o cfg.json \
   --reproducible -q 2>/dev/null || fail "the setup run failed"

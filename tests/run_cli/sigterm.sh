@@ -6,15 +6,7 @@
 # is seen (up to 5 tries, should a pass end before it is seen).
 #
 #   sigterm.sh PROGRAM MODEL TRACES WORK
-set -u
-program=$1 model=$2 traces=$3 work=$4
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-# Absolute paths: the test works in WORK (meson gives the program relative
-# to the build directory).
-absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
-program=$(absolute "$program") model=$(absolute "$model") traces=$(absolute "$traces")
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 99
+. "$(dirname "$0")/setup.sh"
 "$program" collect --model "$model" --traces "$traces" --out run -q --reproducible ||
   fail "the setup collection failed"
 caught=0 try=0
