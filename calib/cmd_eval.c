@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "calib/cli.h"
 #include "calib/commands.h"
@@ -38,6 +40,8 @@ static void print_help(FILE *out) {
       "run as the ceiling. Prints one table per budget on standard error (a row per\n"
       "region, a column per policy, recalled/total) and writes every probe's outcome to\n"
       "RESULTS.json (memdecay-eval(5)). The protocol is in memdecay-calibrate(1), EVAL.\n"
+      "Each finished episode is kept in RESULTS.json.record until RESULTS.json is\n"
+      "written: an interrupted eval continues with --resume.\n"
       "\n"
       "Options:\n"
       "      --model DIR          Hugging Face Qwen2/Qwen2.5 checkpoint directory\n"
@@ -62,6 +66,9 @@ static void print_help(FILE *out) {
       "      --seed N             seed of the random policy (default 0; episode e uses N+e)\n"
       "      --skip-invalid       skip (and report) invalid episodes instead of stopping\n"
       "      --reproducible       leave out the timestamp and timing from RESULTS.json\n"
+      "      --resume             continue an interrupted eval from RESULTS.json.record (its\n"
+      "                           inputs and settings must be the same); the results are\n"
+      "                           those of an uninterrupted run\n"
       "  -q, --quiet              print nothing on standard error but errors\n"
       "  -h, --help               this text\n"
       "\n"
@@ -80,7 +87,7 @@ static void print_help(FILE *out) {
 enum {
   OPT_MODEL, OPT_TRACES, OPT_CONFIG, OPT_OUT, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
   OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
-  OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_QUIET, OPT_HELP,
+  OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_RESUME, OPT_QUIET, OPT_HELP,
 };
 
 static const md_opt eval_table[] = {
@@ -101,6 +108,7 @@ static const md_opt eval_table[] = {
     {"seed", 0, OPT_SEED, "N"},
     {"skip-invalid", 0, OPT_SKIP_INVALID, NULL},
     {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
+    {"resume", 0, OPT_RESUME, NULL},
     {"quiet", 'q', OPT_QUIET, NULL},
     {"help", 'h', OPT_HELP, NULL},
     {NULL, 0, 0, NULL},
@@ -202,6 +210,7 @@ static int take_option(void *context, const md_opt *option, const char *value) {
       break;
     case OPT_SKIP_INVALID: o->skip_invalid = true; break;
     case OPT_REPRODUCIBLE: opt->reproducible = true; break;
+    case OPT_RESUME: o->resume = true; break;
     case OPT_QUIET: opt->quiet = true; break;
     case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
     default: return md_cli_usage_error(command, "unknown option");
@@ -337,11 +346,23 @@ int md_cmd_eval(int argc, char **argv) {
     return md_cli_usage_error(command, "--plot: %s", err.message);
   /* Before any episode runs: outputs never replace inputs or each other,
    * and their directories can be written (io/base/output_guard.h). */
-  const md_path_role outputs[] = {{opt.out, "-o", false}, {opt.plot, "--plot", false}};
+  /* The record of finished episodes, beside the results (for --resume). */
+  char *record = malloc(strlen(opt.out) + sizeof ".record");
+  if (!record) return MD_EXIT_FAILURE;
+  sprintf(record, "%s.record", opt.out);
+  const md_path_role outputs[] = {
+      {opt.out, "-o", false}, {opt.plot, "--plot", false}, {record, "the eval record", false}};
   const md_path_role inputs[] = {{opt.eval.model_dir, "--model", true},
                                  {opt.eval.traces_path, "--traces", false},
                                  {opt.eval.config_path, "--config", false}};
-  if (md_outputs_check(outputs, 2, inputs, 3, &err) != MD_OK) return md_cli_report(&err);
+  if (md_outputs_check(outputs, 3, inputs, 3, &err) != MD_OK) {
+    free(record);
+    return md_cli_report(&err);
+  }
+  /* Standard output and special files get no record: nothing to resume. */
+  struct stat st;
+  bool special = !strcmp(opt.out, "-") || (stat(opt.out, &st) == 0 && !S_ISREG(st.st_mode));
+  opt.eval.record_path = special ? NULL : record;
   md_progress_options progress_options = {.label = command, .quiet = opt.quiet};
   md_progress *bar = md_progress_new(&progress_options);
   opt.eval.progress = md_progress_collect;
@@ -351,7 +372,10 @@ int md_cmd_eval(int argc, char **argv) {
   md_status status = md_eval(&opt.eval, &results, &err);
   md_progress_end(bar);
   md_progress_free(bar);
-  if (status != MD_OK) return md_cli_report(&err);
+  if (status != MD_OK) {
+    free(record);
+    return md_cli_report(&err);
+  }
   char created[32];
   time_t now = time(NULL);
   struct tm utc;
@@ -359,6 +383,7 @@ int md_cmd_eval(int argc, char **argv) {
   strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
   results.created = strdup(created);
   status = md_eval_results_write(opt.out, &results, opt.reproducible, &err);
+  if (status == MD_OK && opt.eval.record_path) unlink(opt.eval.record_path); /* written: done */
   if (status == MD_OK && opt.plot) status = md_plot_eval(opt.plot, &results, &err);
   if (status == MD_OK && !opt.quiet) {
     print_table(&results);
@@ -367,5 +392,6 @@ int md_cmd_eval(int argc, char **argv) {
             opt.plot ? opt.plot : "");
   }
   md_eval_results_free(&results);
+  free(record);
   return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
 }

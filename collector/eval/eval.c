@@ -18,6 +18,7 @@
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
 #include "io/base/digest.h"
+#include "io/formats/eval_record.h"
 #include "io/formats/trace.h"
 #include "kernels/device.h"
 
@@ -604,6 +605,18 @@ static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t ind
   return s;
 }
 
+/* A probe's outcome into its region's cell of its run. */
+static void tally(eval_state *st, size_t run_index, const md_eval_probe *out) {
+  int g = md_policy_config_region(&st->policy_config, out->region);
+  if (g < 0) return; /* cannot happen: checked in prepare_probes via the prompt's regions */
+  md_eval_cell *cell = md_eval_cell_at(st->results, run_index, (size_t)g);
+  cell->total++;
+  cell->recalled += out->correct;
+  cell->flagged += !out->answer_in_region;
+  cell->answer_tokens += out->answer_tokens;
+  cell->answer_kept += out->answer_kept;
+}
+
 static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_error *err) {
   const prepared_episode *e = &st->episodes[episode];
   md_eval_results *r = st->results;
@@ -636,14 +649,7 @@ static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_e
     s = ask_probe(st, e, k, out, err);
     if (s != MD_OK) break;
     out->region = re->probes[k].region;
-    int g = md_policy_config_region(&st->policy_config, out->region);
-    if (g < 0) continue; /* cannot happen: checked in prepare_probes via the prompt's regions */
-    md_eval_cell *cell = md_eval_cell_at(r, run_index, (size_t)g);
-    cell->total++;
-    cell->recalled += out->correct;
-    cell->flagged += !out->answer_in_region;
-    cell->answer_tokens += out->answer_tokens;
-    cell->answer_kept += out->answer_kept;
+    tally(st, run_index, out);
   }
   if (s != MD_OK)
     return md_error_prefix(err, "%s:%zu: episode \"%s\", policy %s", e->trace.path, e->trace.line,
@@ -666,6 +672,57 @@ static void free_state(eval_state *st) {
   md_kernels_free(st->kernels);
 }
 
+/* Everything a result depends on, for the record of a resumable eval: a
+ * resumed run must be the same evaluation. */
+static char *identity(const eval_state *st) {
+  const md_eval_results *r = st->results;
+  const md_eval_options *o = st->options;
+  size_t ids_len = 1;
+  for (size_t e = 0; e < r->n_episodes; e++) ids_len += strlen(r->episodes[e].id) + 1;
+  char *ids = malloc(ids_len);
+  if (!ids) return NULL;
+  size_t at = 0;
+  for (size_t e = 0; e < r->n_episodes; e++)
+    at += (size_t)sprintf(ids + at, "%s\n", r->episodes[e].id);
+  ids[at] = '\0';
+  char ids_sha[MD_SHA256_HEX];
+  md_sha256_bytes(ids, at, ids_sha);
+  free(ids);
+  char runs[MD_EVAL_MAX_RUNS * (MD_EVAL_POLICY_NAME_MAX + 24)] = "";
+  size_t used = 0;
+  for (size_t run = 0; run < r->n_runs && used < sizeof runs; run++)
+    used += (size_t)snprintf(runs + used, sizeof runs - used, "%s%s@%.17g", run ? "," : "",
+                             r->run_policy[run], r->run_budget[run]);
+  size_t n = 1024 + strlen(runs);
+  char *text = malloc(n);
+  if (text)
+    snprintf(text, n,
+             "traces %.16s, config %.16s, model %.16s, episodes %.16s, device %s, threads %d%s%s, "
+             "page size %d, answer tokens %zu, seed %llu, runs %s",
+             r->traces_sha256, r->config_sha256, r->model_config_sha256, ids_sha, r->device,
+             r->threads, o->exact_gemm ? ", exact gemm" : "", o->bf16_gemm ? ", bf16 gemm" : "",
+             r->page_size, r->max_answer_tokens, (unsigned long long)r->seed, runs);
+  return text;
+}
+
+/* Opens the record and restores its finished episodes (done[e]). */
+static md_status open_record(eval_state *st, bool *done, md_eval_record **record, md_error *err) {
+  const md_eval_options *o = st->options;
+  if (!o->record_path) return MD_OK;
+  char *id = identity(st);
+  if (!id) return md_fail(err, MD_E_NOMEM, "out of memory");
+  md_status s = md_eval_record_open(o->record_path, id, o->resume, st->results, done, record, err);
+  free(id);
+  md_eval_results *r = st->results;
+  for (size_t e = 0; s == MD_OK && e < r->n_episodes; e++) {
+    if (!done[e]) continue;
+    for (size_t run = 0; run < r->n_runs; run++)
+      for (size_t k = 0; k < r->episodes[e].n_probes; k++) tally(st, run, &r->episodes[e].runs[run].probes[k]);
+    st->progress.episodes_done++;
+  }
+  return s;
+}
+
 md_status md_eval(const md_eval_options *options, md_eval_results *results, md_error *err) {
   memset(results, 0, sizeof *results);
   eval_state st = {.options = options, .started = now_seconds(), .results = results};
@@ -674,20 +731,30 @@ md_status md_eval(const md_eval_options *options, md_eval_results *results, md_e
   if (s == MD_OK) s = read_episodes(&st, err);
   if (s == MD_OK) s = make_engine(&st, err);
   if (s == MD_OK) s = init_results(&st, err);
+  bool *done = s == MD_OK ? calloc(st.n_episodes + 1, sizeof *done) : NULL;
+  if (s == MD_OK && !done) s = md_fail(err, MD_E_NOMEM, "out of memory");
+  md_eval_record *record = NULL;
+  if (s == MD_OK) s = open_record(&st, done, &record, err);
   /* Refused before any work: the inputs or settings are at fault. */
   if (s != MD_OK) md_error_blame_input(err);
   else report(&st, MD_COLLECT_START, NULL);
   for (size_t e = 0; s == MD_OK && e < st.n_episodes; e++) {
+    if (done[e]) continue; /* restored from the record */
     report(&st, MD_COLLECT_EPISODE_BEGIN, st.episodes[e].trace.id);
     for (size_t run = 0; s == MD_OK && run < results->n_runs; run++) {
       s = run_once(&st, e, run, err);
       if (s == MD_OK) report(&st, MD_COLLECT_STEP, st.episodes[e].trace.id);
     }
+    if (s == MD_OK && record) s = md_eval_record_append(record, results, e, err);
     if (s == MD_OK) {
       st.progress.episodes_done++;
       report(&st, MD_COLLECT_EPISODE_DONE, st.episodes[e].trace.id);
     }
   }
+  /* A record with no finished episode is nothing to resume: gone. */
+  if (record && st.progress.episodes_done == 0) md_eval_record_discard(record);
+  else md_eval_record_close(record);
+  free(done);
   if (s == MD_OK) {
     results->seconds = now_seconds() - st.started;
     report(&st, MD_COLLECT_FINISH, NULL);

@@ -83,6 +83,9 @@ typedef struct md_eval_options {
   size_t max_episodes;        /* 0: all */
   uint64_t seed;              /* policy random: episode e uses seed + e */
   bool skip_invalid;          /* skip (and report) invalid episodes instead of stopping */
+  const char *record_path;    /* NULL, or the record of finished episodes to keep
+                                 (io/formats/eval_record.h; eval's RESULTS.record) */
+  bool resume;                /* restore the record's episodes and run only the others */
   /* progress: event START / EPISODE_BEGIN / STEP (a run of a policy and budget done,
      decode_steps_done counting the continuation tokens fed) / EPISODE_DONE / FINISH */
   md_collect_progress_fn progress;
