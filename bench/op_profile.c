@@ -254,6 +254,9 @@ static md_status p_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *in
   return st;
 }
 static md_status p_sync(md_kernels *k, md_error *err) { return I(k)->ops->sync(I(k), err); }
+static void p_facts(const md_kernels *k, md_kernel_facts *facts) {
+  I((md_kernels *)k)->ops->facts(I((md_kernels *)k), facts);
+}
 static void p_step_begin(md_kernels *k, int64_t pos, int64_t slot) {
   I(k)->ops->step_begin(I(k), pos, slot);
 }
@@ -298,6 +301,7 @@ md_kernels *op_profile_wrap(md_kernels *inner) {
       .sync = p_sync,
       .step_begin = in->step_begin ? p_step_begin : NULL,
       .step_end = in->step_end ? p_step_end : NULL,
+      .facts = in->facts ? p_facts : NULL,
   };
   p->base.ops = &p->ops;
   return &p->base;

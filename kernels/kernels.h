@@ -103,6 +103,16 @@ typedef struct md_attn_shape {
   int64_t capacity;   /* positions held by each layer's cache buffer */
 } md_attn_shape;
 
+/* What a run records about the back end that computed it (run.json): each
+ * NULL where it does not apply or is not known. */
+typedef struct md_kernel_facts {
+  const char *blas_library;    /* the BLAS that multiplies prompts, with its version */
+  const char *blas_core;       /* the kernels that BLAS runs ("Zen", "SkylakeX") */
+  const char *cpu_kernels;     /* our kernels' path: "avx512", "avx2", "portable" */
+  const char *prompt_products; /* "fp32", or "bf16" (--bf16-gemm) */
+  const char *prompt_gemm;     /* who multiplies float32 prompts: "own" or "blas" */
+} md_kernel_facts;
+
 typedef struct md_kernel_ops {
   const char *name; /* "cpu", "cuda" */
   void (*destroy)(md_kernels *k);
@@ -234,6 +244,11 @@ typedef struct md_kernel_ops {
    * Failures are reported by the next sync. */
   void (*step_begin)(md_kernels *k, int64_t pos, int64_t slot);
   void (*step_end)(md_kernels *k);
+
+  /* --- facts (optional: NULL when a back end has none to record) --------- */
+  /* Fills *facts (zeroed first by the caller); the strings live as long as
+   * the back end. */
+  void (*facts)(const md_kernels *k, md_kernel_facts *facts);
 } md_kernel_ops;
 
 /* Every back end instance starts with this header. */

@@ -16,8 +16,6 @@
 #include "collector/capture/collect_internal.h"
 #include "io/base/policy_defaults.h"
 #include "collector/model/model_dir.h"
-#include "kernels/cpu/blas_core.h"
-#include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
 
@@ -345,17 +343,17 @@ static md_status new_record(collect_run *run, md_error *err) {
                         .episodes = run->n_planned, .plan_episodes = run->plan_episodes,
                         .plan_tokens = run->plan_tokens, .plan_sha256 = run->plan_sha256};
   if (o->shard.count) settings.shard = &shard;
-  /* The BLAS the CPU back end multiplies with, for whoever compares speeds
-   * or results between machines (the CUDA back end does not use it). */
-  char blas_library[64];
-  md_blas_library(blas_library, sizeof blas_library);
-  const char *blas_core = md_blas_core_current();
-  if (!strcmp(run->device_name, "cpu") && blas_library[0] && blas_core[0]) {
-    settings.blas_library = blas_library;
-    settings.blas_core = blas_core;
-    settings.cpu_kernels = md_kernels_cpu_isa(run->kernels);
-    settings.prompt_products = md_kernels_cpu_bf16_gemm(run->kernels) ? "bf16" : "fp32";
-    settings.prompt_gemm = md_kernels_cpu_gemm(run->kernels);
+  /* What the back end computes with (the CPU back end's BLAS and kernel
+   * path), for whoever compares speeds or results between machines; a back
+   * end with nothing to record (CUDA) has no facts op. */
+  md_kernel_facts facts = {0};
+  if (run->kernels->ops->facts) run->kernels->ops->facts(run->kernels, &facts);
+  if (facts.blas_library && facts.blas_core) {
+    settings.blas_library = facts.blas_library;
+    settings.blas_core = facts.blas_core;
+    settings.cpu_kernels = facts.cpu_kernels;
+    settings.prompt_products = facts.prompt_products;
+    settings.prompt_gemm = facts.prompt_gemm;
   }
   md_run_record *fresh = NULL;
   md_status s = md_run_record_new(&settings, &fresh, err);

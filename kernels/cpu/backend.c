@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -74,6 +75,7 @@ typedef struct cpu_kernels {
   size_t row_scratch_n;
   md_cpu_weights weights; /* copy or read the 2-D weights in place */
   md_status deferred;   /* first allocation failure inside a compute op */
+  char blas_library[64]; /* md_blas_library, for the facts */
   resident_copy *resident; /* the 2-D weights' copies */
 } cpu_kernels;
 
@@ -673,6 +675,8 @@ static void cpu_destroy(md_kernels *k) {
   free(c);
 }
 
+static void cpu_facts(const md_kernels *k, md_kernel_facts *facts);
+
 static const md_kernel_ops cpu_ops = {
   .name = "cpu",
   .destroy = cpu_destroy,
@@ -699,6 +703,7 @@ static const md_kernel_ops cpu_ops = {
   .logits = cpu_logits,
   .argmax = cpu_argmax,
   .sync = cpu_sync,
+  .facts = cpu_facts,
 };
 
 md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err) {
@@ -750,6 +755,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
                     (isa == MD_CPU_ISA_AVX512 && md_cpu_amd_zen5_or_later(&facts));
   c->own_gemm = gemm == MD_CPU_GEMM_OWN || (gemm == MD_CPU_GEMM_AUTO && own_faster);
   openblas_set_num_threads(c->threads);
+  md_blas_library(c->blas_library, sizeof c->blas_library);
   *k = &c->base;
   return MD_OK;
 }
@@ -765,6 +771,19 @@ bool md_kernels_cpu_bf16_gemm(const md_kernels *k) {
 
 const char *md_kernels_cpu_gemm(const md_kernels *k) {
   return ((const cpu_kernels *)k)->own_gemm ? "own" : "blas";
+}
+
+static void cpu_facts(const md_kernels *k, md_kernel_facts *facts) {
+  const cpu_kernels *c = (const cpu_kernels *)k;
+  const char *core = md_blas_core_current();
+  /* The BLAS only with both its version and its kernels known. */
+  if (c->blas_library[0] && core && core[0]) {
+    facts->blas_library = c->blas_library;
+    facts->blas_core = core;
+  }
+  facts->cpu_kernels = md_kernels_cpu_isa(k);
+  facts->prompt_products = c->bf16_gemm ? "bf16" : "fp32";
+  facts->prompt_gemm = md_kernels_cpu_gemm(k);
 }
 
 /* The settings' names, each table in its enum's order. */

@@ -4,13 +4,16 @@
 Every folder named with --layer is one layer, built as one library. A source
 file of layer L may include, of the project's own headers, only those of L
 and of the layers L builds on (the arrows given with --layer, followed
-transitively); a header named *_internal.h only from its own layer. Any other
-#include "..." fails, naming the file, the line and the arrow it would need.
+transitively); a header named *_internal.h only from its own layer; a header
+inside a sealed folder (--sealed FOLDER:LAYER,...: a back end's own folder)
+only from the folder's layer and the layers listed. Any other #include "..."
+fails, naming the file, the line and the arrow it would need.
 Files under a layer's top folder that belong to no layer fail too (a new
 folder must be given a place in the table).
 
 Usage: check_layers.py --root DIR [--stamp FILE] [--depfile FILE]
                        --layer NAME:BELOW,BELOW ... [--generated NAME ...]
+                       [--sealed FOLDER:LAYER,LAYER ...]
 Exit 0 when the tree follows the table, 1 when it does not, 2 on bad usage.
 The root meson.build runs it before any layer is compiled (so a wrong-way
 include fails the build), and tests/layers/meson.build runs it as a test.
@@ -63,6 +66,8 @@ def main():
     ap.add_argument('--layer', action='append', default=[])
     ap.add_argument('--generated', action='append', default=[],
                     help='a header the build generates (any layer may include it)')
+    ap.add_argument('--sealed', action='append', default=[],
+                    help='FOLDER:LAYER,...: its headers only from its own layer and those')
     ap.add_argument('--stamp')
     ap.add_argument('--depfile')
     args = ap.parse_args()
@@ -71,6 +76,10 @@ def main():
         print('check_layers: no --layer given', file=sys.stderr)
         return 2
     allowed = {name: closure(layers, name) | {name} for name in layers}
+    sealed = {}
+    for spec in args.sealed:
+        folder, _, readers = spec.partition(':')
+        sealed[folder.rstrip('/')] = {r for r in readers.split(',') if r}
     tops = sorted({name.split('/')[0] for name in layers})
 
     scanned, problems = [], []
@@ -115,6 +124,13 @@ def main():
                         elif target != layer and os.path.basename(inc).endswith('_internal.h'):
                             problems.append(f'{rel}:{lineno}: #include "{inc}": a header private '
                                             f'to layer {target}')
+                        else:
+                            for folder, readers in sealed.items():
+                                if (inc.startswith(folder + '/') and layer != target and
+                                        layer not in readers):
+                                    problems.append(f'{rel}:{lineno}: #include "{inc}": inside the '
+                                                    f'sealed {folder}/ (layer {layer} reaches it '
+                                                    f'only through {target}\'s own headers)')
     for p in problems:
         print(f'layering: {p}', file=sys.stderr)
     if problems:

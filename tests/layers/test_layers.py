@@ -55,6 +55,17 @@ expect('fit/survival including io/formats (sideways above) fails',
 expect('another layer\'s private header fails',
        run(tree({**base, 'calib/cmd.c': '#include "io/plot/plot_internal.h"\n'})),
        1, 'calib/cmd.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot')
+sealed = ['--sealed', 'kernels/cpu:calib']
+back_end = {**base, 'kernels/kernels.h': '#include "io/base/error.h"\n',
+            'kernels/cpu/cpu.h': '#include "kernels/kernels.h"\n',
+            'collector/capture/x.c': '#include "kernels/kernels.h"\n'}
+table_with_collector = ['--layer', 'collector/capture:kernels']
+expect('the collector through kernels.h passes',
+       run(tree(back_end), sealed + table_with_collector), 0, '')
+expect('the collector including a back end\'s header fails',
+       run(tree({**back_end, 'collector/capture/y.c': '#include "kernels/cpu/cpu.h"\n'}),
+           sealed + table_with_collector),
+       1, 'collector/capture/y.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/')
 expect('a folder outside the table fails',
        run(tree({**base, 'io/newthing/x.c': '#include "io/base/error.h"\n'})),
        1, 'io/newthing/x.c: belongs to no layer')
