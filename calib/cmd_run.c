@@ -358,18 +358,12 @@ static bool path_exists(const char *dir, const char *name) {
  * with its run.json, or shards/): run writes events.csv and its sidecar
  * into it, which must not replace a user's files. */
 static int check_workdir(const run_options *r) {
-  DIR *dir = opendir(r->workdir);
-  if (!dir) {
+  const int empty = md_dir_lock_empty(r->workdir);
+  if (empty < 0) {
     if (errno == ENOENT) return -1;
     fprintf(stderr, MD_PROGRAM " run: --workdir %s: %s\n", r->workdir, strerror(errno));
     return MD_EXIT_INPUT;
   }
-  bool empty = true;
-  struct dirent *entry;
-  while (empty && (entry = readdir(dir)))
-    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..") && strcmp(entry->d_name, MD_DIR_LOCK_NAME))
-      empty = false;
-  closedir(dir);
   if (empty || path_exists(r->workdir, WORKDIR_MARKER) || path_exists(r->workdir, "run/run.json") ||
       path_exists(r->workdir, "shards"))
     return -1;
@@ -405,16 +399,14 @@ static int prepare_workdir(run_options *r) {
   bool shard = r->collect.shard.count > 0;
   int checked = check_workdir(r);
   if (checked >= 0) return checked;
-  if (stat(r->run_dir, &st) == 0 && !shard && !path_exists(r->run_dir, "run.json") && !r->collect.resume) {
-    fprintf(stderr, MD_PROGRAM " run: %s exists and is not a run directory (no run.json): remove "
-            "it, or choose another --workdir\n", r->run_dir);
-    return MD_EXIT_INPUT;
-  }
   if (stat(r->run_dir, &st) == 0 && !r->collect.resume) {
     if (shard)
       fprintf(stderr, MD_PROGRAM " run: %s already holds shard %zu/%zu: pass --resume to "
               "continue it, or remove it\n", r->run_dir, r->collect.shard.index,
               r->collect.shard.count);
+    else if (!path_exists(r->run_dir, "run.json"))
+      fprintf(stderr, MD_PROGRAM " run: %s exists and is not a run directory (no run.json): remove "
+              "it, or choose another --workdir\n", r->run_dir);
     else
       fprintf(stderr, MD_PROGRAM " run: %s already holds a run: pass --resume to continue it "
               "(a finished run is then only extracted and fitted again), or remove %s\n",

@@ -368,19 +368,6 @@ static md_status new_record(collect_run *run, md_error *err) {
   return s;
 }
 
-static bool directory_empty(const char *path) {
-  DIR *dir = opendir(path);
-  if (!dir) return false;
-  struct dirent *entry;
-  bool empty = true;
-  while (empty && (entry = readdir(dir)))
-    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..") &&
-        strcmp(entry->d_name, MD_DIR_LOCK_NAME))
-      empty = false;
-  closedir(dir);
-  return empty;
-}
-
 /* ".<name>.XXXXXX": a temporary file of io/base/atomic_file.h that a killed run
  * left behind. */
 static bool is_temp_name(const char *name, const char *target_prefix) {
@@ -446,7 +433,7 @@ static md_status open_existing(collect_run *run, md_error *err) {
   bool has_run = access(run->run_json, F_OK) == 0;
   if (has_run && !run->options->resume) return refuse_existing_run(run->options, err);
   if (!has_run) {
-    if (!directory_empty(dir))
+    if (md_dir_lock_empty(dir) != 1)
       return md_fail(err, MD_E_INVALID,
                      "%s exists, is not empty and holds no run.json: choose a new or an empty "
                      "directory for the run",

@@ -1,5 +1,6 @@
 #include "io/base/dir_lock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -67,6 +68,18 @@ md_status md_dir_lock_take(const char *dir, md_dir_lock *lock, md_error *err) {
   }
   free(path);
   return md_fail(err, MD_E_IO, "%s/%s: the lock file keeps being replaced", dir, MD_DIR_LOCK_NAME);
+}
+
+int md_dir_lock_empty(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int empty = 1;
+  struct dirent *entry;
+  while (empty && (entry = readdir(d)))
+    if (strcmp(entry->d_name, ".") && strcmp(entry->d_name, "..") && strcmp(entry->d_name, MD_DIR_LOCK_NAME))
+      empty = 0;
+  closedir(d);
+  return empty;
 }
 
 void md_dir_lock_release(md_dir_lock *lock) {

@@ -29,6 +29,11 @@ typedef struct md_dir_lock {
  * when the lock file cannot be made. */
 md_status md_dir_lock_take(const char *dir, md_dir_lock *lock, md_error *err);
 
+/* Whether dir holds nothing but, perhaps, its lock file: 1 yes, 0 no, -1
+ * when it cannot be read as a directory (errno says why: ENOENT when it
+ * does not exist). */
+int md_dir_lock_empty(const char *dir);
+
 /* Removes the lock file and releases the lock. Safe on MD_DIR_LOCK_NONE,
  * and twice. */
 void md_dir_lock_release(md_dir_lock *lock);

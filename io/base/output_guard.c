@@ -106,45 +106,63 @@ static md_status resolve_output(const md_path_role *o, resolved_output *r, md_er
   return MD_OK;
 }
 
+/* An input as the checks compare it: its canonical path and what stat
+ * says; `known` false when it is skipped or does not exist. */
+typedef struct resolved_input {
+  bool known;
+  char path[PATH_MAX];
+  struct stat st;
+} resolved_input;
+
+static void resolve_input(const md_path_role *in, resolved_input *r) {
+  bool exists = false;
+  r->known = !skipped(in->path) && canonical(in->path, r->path, &exists) && exists &&
+             stat(r->path, &r->st) == 0; /* a missing input: reported when it is read */
+}
+
+/* Refused when output o (resolved as r) is input `in` (resolved as ri),
+ * lies inside it, or is a hard link into it. */
+static md_status check_against(const md_path_role *o, const resolved_output *r, const md_path_role *in,
+                               const resolved_input *ri, md_error *err) {
+  const bool same = r->exists && r->st.st_dev == ri->st.st_dev && r->st.st_ino == ri->st.st_ino;
+  if (same || !strcmp(r->path, ri->path))
+    return md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is the same file as the input %s "
+                        "%s: refusing to overwrite an input", o->what, o->path, in->what, in->path);
+  if (!S_ISDIR(ri->st.st_mode)) return MD_OK;
+  if (within(r->path, ri->path))
+    return md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is inside the input %s %s: refusing "
+                        "to write into an input directory", o->what, o->path, in->what, in->path);
+  if (r->exists && S_ISREG(r->st.st_mode) && r->st.st_nlink > 1 &&
+      links_into(ri->path, r->st.st_dev, r->st.st_ino, 2))
+    return md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is a hard link to a file of the "
+                        "input %s %s: refusing to overwrite an input", o->what, o->path, in->what,
+                        in->path);
+  return MD_OK;
+}
+
 md_status md_outputs_check(const md_path_role *outputs, size_t n_outputs, const md_path_role *inputs,
                            size_t n_inputs, md_error *err) {
   resolved_output *out = calloc(n_outputs ? n_outputs : 1, sizeof *out);
-  if (!out) return md_fail(err, MD_E_NOMEM, "out of memory");
-  md_status s = MD_OK;
+  resolved_input *in = calloc(n_inputs ? n_inputs : 1, sizeof *in);
+  md_status s = out && in ? MD_OK : md_fail(err, MD_E_NOMEM, "out of memory");
+  for (size_t j = 0; s == MD_OK && j < n_inputs; j++) resolve_input(&inputs[j], &in[j]);
   for (size_t i = 0; s == MD_OK && i < n_outputs; i++) {
     const md_path_role *o = &outputs[i];
     if (skipped(o->path)) continue;
     resolved_output *r = &out[i];
     if ((s = resolve_output(o, r, err)) != MD_OK || r->special) continue;
-    for (size_t j = 0; s == MD_OK && j < n_inputs; j++) {
-      const md_path_role *in = &inputs[j];
-      if (skipped(in->path)) continue;
-      char in_path[PATH_MAX];
-      bool in_exists = false;
-      struct stat in_st;
-      if (!canonical(in->path, in_path, &in_exists) || !in_exists || stat(in_path, &in_st) != 0)
-        continue; /* the command reports a missing input when it reads it */
-      const bool same = r->exists && r->st.st_dev == in_st.st_dev && r->st.st_ino == in_st.st_ino;
-      if (same || !strcmp(r->path, in_path))
-        s = md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is the same file as the input %s %s: refusing to "
-                    "overwrite an input", o->what, o->path, in->what, in->path);
-      else if (S_ISDIR(in_st.st_mode) && within(r->path, in_path))
-        s = md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is inside the input %s %s: refusing to write into "
-                    "an input directory", o->what, o->path, in->what, in->path);
-      else if (S_ISDIR(in_st.st_mode) && r->exists && S_ISREG(r->st.st_mode) && r->st.st_nlink > 1 &&
-               links_into(in_path, r->st.st_dev, r->st.st_ino, 2))
-        s = md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s is a hard link to a file of the input %s %s: refusing "
-                    "to overwrite an input", o->what, o->path, in->what, in->path);
-    }
+    for (size_t j = 0; s == MD_OK && j < n_inputs; j++)
+      if (in[j].known) s = check_against(o, r, &inputs[j], &in[j], err);
     for (size_t j = 0; s == MD_OK && j < i; j++) {
       const resolved_output *q = &out[j];
       if (skipped(outputs[j].path) || q->special) continue;
       const bool same = r->exists && q->exists && r->st.st_dev == q->st.st_dev && r->st.st_ino == q->st.st_ino;
       if (same || !strcmp(r->path, q->path))
-        s = md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s and %s %s are the same file", outputs[j].what,
-                    outputs[j].path, o->what, o->path);
+        s = md_fail_kind(err, MD_E_INVALID, MD_KIND_USAGE, "%s %s and %s %s are the same file",
+                         outputs[j].what, outputs[j].path, o->what, o->path);
     }
   }
   free(out);
+  free(in);
   return s;
 }

@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 // part_sum * exp(part_max - max) over chunks lane, lane + 32, ..., then
 // the warp's; the same order in every block). Block h < n_heads then
 // writes head h's output (the chunks' partial outputs rescaled and summed
-// by kFinishSlices slices of chunks, then the slices in order) and, with
+// in blockDim / head_dim slices of chunks, then the slices in order) and, with
 // RoPE fused, head h's rotated query back into q. With weights, every
 // block turns keys of a grid-stride range into softmax weights for every
 // head: written over the scores (write_rows, the hook's rows) and reduced

@@ -693,13 +693,8 @@ static md_status pick_device(int device, struct cudaDeviceProp *prop, md_error *
   return MD_OK;
 }
 
-static bool env_flag(const char *name) {
-  const char *value = getenv(name);
-  return value && value[0] && strcmp(value, "0") != 0;
-}
-
-/* A switch that is on unless the environment sets it to 0 (or off unless
- * set to anything else, when `fallback` is false). */
+/* A switch from the environment: `fallback` when unset or empty, else on
+ * unless set to 0. */
 static bool env_on(const char *name, bool fallback) {
   const char *value = getenv(name);
   if (!value || !value[0]) return fallback;
@@ -763,7 +758,7 @@ md_status md_kernels_cuda_new(const md_cuda_options *options, md_kernels **k, md
   if (!c) return md_fail(err, MD_E_NOMEM, "cuda kernels: out of memory");
   c->base.ops = &cuda_ops;
   c->ctx.device = options->device;
-  c->ctx.sync_each_launch = options->sync_each_launch || env_flag("MD_CUDA_SYNC");
+  c->ctx.sync_each_launch = options->sync_each_launch || env_on("MD_CUDA_SYNC", false);
   /* A graph cannot be captured while every launch synchronises. */
   c->graphs = !options->no_graphs && env_on("MD_CUDA_GRAPHS", true) && !c->ctx.sync_each_launch;
   /* Programmatic launches need Hopper (compute capability 9.0). */

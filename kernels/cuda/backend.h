@@ -214,11 +214,10 @@ void md_cuda_graphs_forget(md_cuda_kernels *c);
  * a step, so that they see the operations queued before them. */
 void md_cuda_flush_log(md_cuda_kernels *c);
 
-/* fuse.c: how many of the logged operations ops[i..] one fused launch
- * sequence runs (having run them), or 0 when ops[i] starts no fusion.
- * pos and slot are the step's. */
-size_t md_cuda_fuse(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i, int64_t pos,
-                    int64_t slot);
+/* fuse.c: how many of the logged operations ops[i..] of the step at
+ * c->step_pos and c->step_slot one fused launch sequence runs (having run
+ * them), or 0 when ops[i] starts no fusion. */
+size_t md_cuda_fuse(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i);
 
 /* compute.c */
 /* rope, kv_store and attention of one decode step in two launches (RoPE

@@ -89,6 +89,26 @@ static void gemm_exact(md_cuda_kernels *c, float *y, const float *x, const md_kw
   }
 }
 
+/* What matmul checks before it runs (a failure recorded when not): the
+ * bias's length, sizes cuBLAS takes, and the buffers' lengths. Fused
+ * products (md_cuda_fused_gemv) check each of theirs the same way. */
+static bool matmul_args_ok(md_cuda_kernels *c, const md_kbuf *y, const md_kbuf *x, const md_kweight *w,
+                           const md_kweight *bias, int64_t n) {
+  const int64_t rows = w->rows, cols = w->cols;
+  if (bias && bias->cols != rows) {
+    md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: matmul: bias of %lld for %lld rows",
+                 (long long)bias->cols, (long long)rows);
+    return false;
+  }
+  if (rows > INT_MAX || cols > INT_MAX || n > INT_MAX) {
+    md_cuda_fail(&c->ctx, MD_E_UNSUPPORTED, "cuda kernels: matmul of [%lld x %lld] by %lld rows is too large",
+                 (long long)rows, (long long)cols, (long long)n);
+    return false;
+  }
+  return md_cuda_fits(c, "matmul", "x", x, (size_t)n * (size_t)cols) &&
+         md_cuda_fits(c, "matmul", "y", y, (size_t)n * (size_t)rows);
+}
+
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   md_cuda_kernels *c = md_cuda_of(k);
@@ -96,19 +116,7 @@ void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
                      op.n = n);
   int64_t rows = w->rows, cols = w->cols;
   if (n <= 0) return;
-  if (bias && bias->cols != rows) {
-    md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: matmul: bias of %lld for %lld rows",
-                 (long long)bias->cols, (long long)rows);
-    return;
-  }
-  if (rows > INT_MAX || cols > INT_MAX || n > INT_MAX) {
-    md_cuda_fail(&c->ctx, MD_E_UNSUPPORTED, "cuda kernels: matmul of [%lld x %lld] by %lld rows is too large",
-                 (long long)rows, (long long)cols, (long long)n);
-    return;
-  }
-  if (!md_cuda_fits(c, "matmul", "x", x, (size_t)n * (size_t)cols) ||
-      !md_cuda_fits(c, "matmul", "y", y, (size_t)n * (size_t)rows) || !md_cuda_enter(c))
-    return;
+  if (!matmul_args_ok(c, y, x, w, bias, n) || !md_cuda_enter(c)) return;
   md_cuda_guard_write(c, y);
   const float *b = bias ? bias->data : NULL;
   if (n == 1) {
@@ -295,7 +303,6 @@ void md_cuda_fused_attention(md_cuda_kernels *c, const md_cuda_op *rope, const m
   md_cuda_decode_rope r = {.inv_freq = inv_freq, .key = rope->out2->data, .value = store->in2->data,
                            .pos = pos, .pos_dev = c->capturing ? md_cuda_step_pos_dev(c) : NULL};
   decode(c, &a, shape->layer, shape->capacity, NULL, capture, &r);
-  return;
 }
 
 void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cuda_op *const *products,
@@ -304,24 +311,21 @@ void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cud
   const int64_t cols = products[0]->w->cols;
   md_cuda_gemv_args g = {.count = count, .dtype = products[0]->w->dtype, .cols = cols,
                          .x = x->data, .epilogue = epilogue};
-  if (!md_cuda_fits(c, "matmul", "x", x, (size_t)cols)) return;
-  if (norm && !md_cuda_fits(c, "rmsnorm", "out", norm->out, (size_t)cols)) return;
+  if (norm && (!md_cuda_fits(c, "rmsnorm", "x", x, (size_t)cols) ||
+               !md_cuda_fits(c, "rmsnorm", "out", norm->out, (size_t)cols)))
+    return;
   for (int m = 0; m < count; m++) {
     const md_cuda_op *p = products[m];
-    const int64_t rows = p->w->rows;
-    if (p->w2 && p->w2->cols != rows) {
-      md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: matmul: bias of %lld for %lld rows",
-                   (long long)p->w2->cols, (long long)rows);
-      return;
-    }
-    if (!md_cuda_fits(c, "matmul", "y", p->out, (size_t)rows)) return;
+    if (!matmul_args_ok(c, p->out, p->in, p->w, p->w2, 1)) return;
     g.w[m] = p->w->data;
-    g.rows[m] = rows;
+    g.rows[m] = p->w->rows;
     g.bias[m] = p->w2 ? p->w2->data : NULL;
     g.y[m] = p->out->data;
   }
-  if (tail && (!md_cuda_fits(c, "add", "x", tail->out, tail->count) ||
-               !md_cuda_fits(c, "add", "y", tail->in, tail->count)))
+  /* The tail's own checks: add (x += y) or swiglu (gate, up). */
+  const bool add = epilogue == MD_CUDA_GEMV_RESIDUAL;
+  if (tail && (!md_cuda_fits(c, add ? "add" : "swiglu", add ? "x" : "gate", tail->out, tail->count) ||
+               !md_cuda_fits(c, add ? "add" : "swiglu", add ? "y" : "up", tail->in, tail->count)))
     return;
   if (!md_cuda_enter(c)) return;
   if (norm) {
@@ -336,5 +340,4 @@ void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cud
     md_cuda_guard_write(c, tail->out);
   }
   md_cuda_gemv_fused(&c->ctx, &g);
-  return;
 }

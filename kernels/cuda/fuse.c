@@ -69,8 +69,7 @@ static size_t fuse_residual(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_
 
 /* rope, kv_store of the rotated key, attention of the rotated queries, all
  * at the step's own position and slot. */
-static size_t fuse_attention(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i,
-                             int64_t pos, int64_t slot) {
+static size_t fuse_attention(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i) {
   if (i + 2 >= n_ops) return 0;
   const md_cuda_op *rope = &ops[i], *store = &ops[i + 1], *attn = &ops[i + 2];
   if (rope->kind != MD_CUDA_OP_ROPE || store->kind != MD_CUDA_OP_KV_STORE ||
@@ -91,14 +90,13 @@ static size_t fuse_attention(md_cuda_kernels *c, const md_cuda_op *ops, size_t n
   if (out == q || out == key || out == value || out == cache || q == key || q == value ||
       key == value || cache == q || cache == key || cache == value)
     return 0;
-  md_cuda_fused_attention(c, rope, store, attn, pos, slot);
+  md_cuda_fused_attention(c, rope, store, attn, c->step_pos, c->step_slot);
   return 3;
 }
 
-size_t md_cuda_fuse(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i, int64_t pos,
-                    int64_t slot) {
+size_t md_cuda_fuse(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops, size_t i) {
   size_t n = fuse_norm(c, ops, n_ops, i);
   if (!n) n = fuse_residual(c, ops, n_ops, i);
-  if (!n) n = fuse_attention(c, ops, n_ops, i, pos, slot);
+  if (!n) n = fuse_attention(c, ops, n_ops, i);
   return n;
 }

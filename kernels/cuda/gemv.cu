@@ -112,6 +112,23 @@ __device__ __forceinline__ void normalise_into(const md_cuda_gemv_args &a, float
   __syncthreads();
 }
 
+// A row's result y (its sum, bias not yet added) of matrix m, local row r:
+// written to y[m] and, with the residual epilogue, added into the residual.
+__device__ __forceinline__ void store_row(const md_cuda_gemv_args &a, int m, int64_t r, float sum) {
+  const float y = a.bias[m] ? sum + a.bias[m][r] : sum;
+  a.y[m][r] = y;
+  if (a.epilogue == MD_CUDA_GEMV_RESIDUAL) a.residual[r] = a.residual[r] + y;
+}
+
+// The SwiGLU epilogue of row r from the gate and up sums (bias not yet
+// added): up into y[1], silu(gate) * up into y[0].
+__device__ __forceinline__ void store_swiglu(const md_cuda_gemv_args &a, int64_t r, float g, float u) {
+  if (a.bias[0]) g = g + a.bias[0][r];
+  if (a.bias[1]) u = u + a.bias[1][r];
+  a.y[1][r] = u;
+  a.y[0][r] = g / (1.0f + expf(-g)) * u;  // swiglu_kernel's expression
+}
+
 // The epilogue of a group's row slots, from the warps' partial sums.
 __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, int64_t group,
                                            const float *partial, int split, int slots) {
@@ -124,10 +141,7 @@ __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, int64_t 
     float g = partial[t * split], u = partial[(t + half) * split];
     for (int p = 1; p < split; p++) g += partial[t * split + p];
     for (int p = 1; p < split; p++) u += partial[(t + half) * split + p];
-    if (a.bias[0]) g = g + a.bias[0][r];
-    if (a.bias[1]) u = u + a.bias[1][r];
-    a.y[1][r] = u;
-    a.y[0][r] = g / (1.0f + expf(-g)) * u;  // swiglu_kernel's expression
+    store_swiglu(a, r, g, u);
     return;
   }
   if (t >= slots) return;
@@ -137,9 +151,7 @@ __device__ __forceinline__ void finish_rows(const md_cuda_gemv_args &a, int64_t 
   const int m = matrix_of(a, row, &local);
   float sum = partial[t * split];
   for (int p = 1; p < split; p++) sum += partial[t * split + p];
-  const float y = a.bias[m] ? sum + a.bias[m][local] : sum;
-  a.y[m][local] = y;
-  if (a.epilogue == MD_CUDA_GEMV_RESIDUAL) a.residual[local] = a.residual[local] + y;
+  store_row(a, m, local, sum);
 }
 
 // W as 16-byte vectors, x as float4s (from shared memory when NORM: the
@@ -216,6 +228,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 // bits of gemv_vec_kernel with split 1.
 constexpr int kRowUnroll = 8;
 
+// A warp-per-row unit's first matrix and its row there (SwiGLU: row `unit`
+// of gate, and of up as matrix 1).
+__device__ __forceinline__ int unit_row(const md_cuda_gemv_args &a, int64_t unit, int64_t *local) {
+  if (a.epilogue != MD_CUDA_GEMV_SWIGLU) return matrix_of(a, unit, local);
+  *local = unit;
+  return 0;
+}
+
 template <int DT, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_rows_kernel(md_cuda_gemv_args a, int64_t units) {
@@ -231,8 +251,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   allow_dependents();
   if (a.prefetch && warp0 < units) {
     int64_t local;
-    const int m = swiglu ? 0 : matrix_of(a, warp0, &local);
-    if (swiglu) local = warp0;
+    const int m = unit_row(a, warp0, &local);
     const uint4 *wr = static_cast<const uint4 *>(a.w[m]) + local * vecs;
     for (int64_t v = 8 * lane; v < vecs; v += 8 * 32) prefetch_l2(wr + v);
   }
@@ -244,8 +263,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   for (int64_t unit = warp0; unit < units; unit += warps) {
     int64_t local;
-    const int m = swiglu ? 0 : matrix_of(a, unit, &local);
-    if (swiglu) local = unit;
+    const int m = unit_row(a, unit, &local);
     const uint4 *w0 = static_cast<const uint4 *>(a.w[m]) + local * vecs;
     const uint4 *w1 = swiglu ? static_cast<const uint4 *>(a.w[1]) + local * vecs : nullptr;
     float acc0 = 0.0f, acc1 = 0.0f;
@@ -267,16 +285,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     acc0 = warp_sum(acc0);
     if (swiglu) acc1 = warp_sum(acc1);
     if (lane != 0) continue;
-    if (swiglu) {
-      const float gv = a.bias[0] ? acc0 + a.bias[0][local] : acc0;
-      const float uv = a.bias[1] ? acc1 + a.bias[1][local] : acc1;
-      a.y[1][local] = uv;
-      a.y[0][local] = gv / (1.0f + expf(-gv)) * uv;  // swiglu_kernel's expression
-      continue;
-    }
-    const float y = a.bias[m] ? acc0 + a.bias[m][local] : acc0;
-    a.y[m][local] = y;
-    if (a.epilogue == MD_CUDA_GEMV_RESIDUAL) a.residual[local] = a.residual[local] + y;
+    if (swiglu) store_swiglu(a, local, acc0, acc1);
+    else store_row(a, m, local, acc0);
   }
 }
 
@@ -322,20 +332,24 @@ inline int split_for(int64_t vecs_per_row) {
 // 2048 threads); the groups beyond them are looped over.
 constexpr int kBlocksPerSm = 8;
 
+// The grid: kBlocksPerSm blocks an SM, fewer when `needed` blocks do.
+inline unsigned resident_blocks(const md_cuda_ctx *ctx, int64_t needed) {
+  const int64_t blocks = (int64_t)(ctx->sms > 0 ? ctx->sms : 1) * kBlocksPerSm;
+  return (unsigned)(needed < blocks ? needed : blocks);
+}
+
 template <int DT, bool NORM>
 void launch_vec(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, int split, size_t smem) {
-  int64_t blocks = (int64_t)(ctx->sms > 0 ? ctx->sms : 1) * kBlocksPerSm;
-  if (blocks > groups) blocks = groups;
-  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_vec_kernel<DT, NORM>), dim3((unsigned)blocks), kWarps * 32, smem,
-                a, split, groups);
+  const unsigned blocks = resident_blocks(ctx, groups);
+  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_vec_kernel<DT, NORM>), dim3(blocks), kWarps * 32, smem, a,
+                split, groups);
 }
 
 template <int DT, bool NORM>
 void launch_rows(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t units, size_t smem) {
-  int64_t blocks = (int64_t)(ctx->sms > 0 ? ctx->sms : 1) * kBlocksPerSm;
-  if (blocks > (units + kWarps - 1) / kWarps) blocks = (units + kWarps - 1) / kWarps;
-  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_rows_kernel<DT, NORM>), dim3((unsigned)blocks), kWarps * 32,
-                smem, a, units);
+  const unsigned blocks = resident_blocks(ctx, (units + kWarps - 1) / kWarps);
+  MD_LAUNCH_PDL(ctx, a.prefetch, (gemv_rows_kernel<DT, NORM>), dim3(blocks), kWarps * 32, smem,
+                a, units);
 }
 
 template <int DT>

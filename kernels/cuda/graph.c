@@ -43,14 +43,15 @@ void md_cuda_step_begin(md_kernels *k, int64_t pos, int64_t slot) {
 }
 
 /* The step's coordinate an operation's pos0 is given in: the token
- * position (rope) or the cache slot (kv_store, attention); 0 for the
- * others. Logged relative to it, so that the logs of two steps compare
+ * position (rope) or the cache slot (kv_store, attention); the others have
+ * none (0). Logged relative to it, so that the logs of two steps compare
  * equal. */
 static bool positioned(md_cuda_op_kind kind) {
   return kind == MD_CUDA_OP_ROPE || kind == MD_CUDA_OP_KV_STORE || kind == MD_CUDA_OP_ATTENTION;
 }
 
 static int64_t step_origin(const md_cuda_kernels *c, md_cuda_op_kind kind) {
+  if (!positioned(kind)) return 0;
   return kind == MD_CUDA_OP_ROPE ? c->step_pos : c->step_slot;
 }
 
@@ -97,7 +98,7 @@ static void run_log(md_cuda_kernels *c, const md_cuda_op *ops, size_t n_ops) {
   md_kernels *k = &c->base;
   const md_kernel_ops *f = k->ops;
   for (size_t i = 0; i < n_ops && c->ctx.status == MD_OK; i++) {
-    size_t fused = md_cuda_fuse(c, ops, n_ops, i, c->step_pos, c->step_slot);
+    size_t fused = md_cuda_fuse(c, ops, n_ops, i);
     if (fused) {
       i += fused - 1;
       continue;
