@@ -11,7 +11,8 @@
  *       product with the OpenBLAS core it ran on (the best BLAS kernel when
  *       the caller chose the core, as the scripts do); on a CPU with AVX-512
  *       BF16 also the BF16 dot-product peak (a vdpbf16ps loop, the limit of
- *       --bf16-gemm) and md_gemm_bf16's rate on the same product
+ *       --bf16-gemm) and the back end's BF16 prompt product's rate on the
+ *       same product
  *   inference_bench bandwidth [--threads N]
  *       the three bandwidth figures of `limits` alone (seconds, not a
  *       minute), for reading them again between runs
@@ -82,9 +83,6 @@
 
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
-#include "kernels/cpu/cpu.h"
-#include "kernels/cpu/cpu_internal.h"
-#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/device.h"
 #include "bench/op_profile.h"
 
@@ -255,25 +253,64 @@ static double sgemm_gflops(void) {
   return 2.0 * m * n * k / best / 1e9;
 }
 
-/* Our BF16 matrix-vector kernel over a 256 MiB matrix (not a limit: a
- * diagnostic of the decode kernel alone, next to sgemv). Best of 5. */
-static double bf16_matvec_gbs(int threads) {
-  int64_t rows = 16384, cols = 8192;
-  uint16_t *w = malloc((size_t)rows * cols * sizeof(uint16_t));
-  float *x = filled((size_t)cols, 1.0f), *y = filled((size_t)rows, 0.0f);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < rows * cols; i++) w[i] = (uint16_t)(0x3c00 + (i % 64));
-  double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    double t0 = now();
-    md_cpu_matvec(md_cpu_detect_isa(), threads, y, w, MD_DTYPE_BF16, rows, cols, x, NULL);
-    double dt = now() - t0;
-    if (dt < best) best = dt;
+/* y = x W^T by the CPU back end's matmul, as the forward pass calls it: W
+ * [rows, cols] BF16 (element i = bits(i)), x [n, cols] of 0.5; best of
+ * `reps`, in seconds, or -1 when the back end cannot (said on stderr).
+ * With `bf16_gemm` the back end is opened as --bf16-gemm opens it. */
+static double bf16_product_s(int threads, bool bf16_gemm, int64_t n, int64_t rows, int64_t cols,
+                             uint16_t (*bits)(int64_t), int reps) {
+  md_error err = {0};
+  md_kernels *k = NULL;
+  md_device_options device = {.device = "cpu", .threads = threads, .bf16_gemm = bf16_gemm};
+  if (md_device_open(&device, &k, &err) != MD_OK) {
+    fprintf(stderr, "inference_bench: %s\n", err.message);
+    return -1;
   }
+  uint16_t *w = malloc((size_t)rows * (size_t)cols * sizeof *w);
+  float *x = filled((size_t)(n * cols), 0.5f);
+  md_kweight *weight = NULL;
+  md_kbuf *xb = NULL, *yb = NULL;
+  double best = -1;
+  if (w && x) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = bits(i);
+    md_tensor t = {.name = "bench", .dtype = MD_DTYPE_BF16, .ndim = 2, .shape = {rows, cols},
+                   .data = w, .nbytes = (size_t)rows * (size_t)cols * sizeof *w};
+    if (k->ops->weight_new(k, &t, &weight, &err) == MD_OK &&
+        k->ops->buf_new(k, (size_t)(n * cols), &xb, &err) == MD_OK &&
+        k->ops->buf_write(k, xb, 0, (size_t)(n * cols), x, &err) == MD_OK &&
+        k->ops->buf_new(k, (size_t)(n * rows), &yb, &err) == MD_OK) {
+      best = 1e30;
+      for (int r = 0; r < reps && best > 0; r++) {
+        double t0 = now();
+        k->ops->matmul(k, yb, xb, weight, NULL, n);
+        if (k->ops->sync(k, &err) != MD_OK) best = -1;
+        double dt = now() - t0;
+        if (best > 0 && dt < best) best = dt;
+      }
+    }
+    if (best < 0) fprintf(stderr, "inference_bench: %s\n", err.message[0] ? err.message : "failed");
+  } else {
+    fprintf(stderr, "inference_bench: out of memory\n");
+  }
+  if (yb) k->ops->buf_free(k, yb);
+  if (xb) k->ops->buf_free(k, xb);
+  if (weight) k->ops->weight_free(k, weight);
+  md_kernels_free(k);
   free(w);
   free(x);
-  free(y);
-  return (double)rows * cols * sizeof(uint16_t) / best / 1e9;
+  return best;
+}
+
+static uint16_t bf16_varied(int64_t i) { return (uint16_t)(0x3c00 + (i % 64)); }
+static uint16_t bf16_quarter(int64_t i) { (void)i; return 0x3e80; /* 0.25 */ }
+
+/* The decode row's BF16 matrix-vector product over a 256 MiB matrix (not a
+ * limit: a diagnostic of the decode kernel alone, next to sgemv). Best of 5. */
+static double bf16_matvec_gbs(int threads) {
+  int64_t rows = 16384, cols = 8192;
+  double s = bf16_product_s(threads, false, 1, rows, cols, bf16_varied, 5);
+  return s > 0 ? (double)rows * cols * sizeof(uint16_t) / s / 1e9 : 0.0;
 }
 
 /* ---- the compute peak -------------------------------------------------------- */
@@ -389,32 +426,22 @@ static double fma_peak_gflops(int threads, const char **isa) {
   return loop_gflops(threads, widest_fma(isa));
 }
 
-/* The prefill-sized product of sgemm_gflops by md_gemm_bf16 (--bf16-gemm),
- * best of 3; only on a CPU with AVX-512 BF16. */
+/* The prefill-sized product of sgemm_gflops by the back end's BF16 prompt
+ * products (--bf16-gemm), best of 3; 0 on a CPU without AVX-512 BF16. */
 static double bf16_gemm_gflops(int threads) {
   int64_t m = PRODUCT_M, n = PRODUCT_N, k = PRODUCT_K;
-  float *a = filled((size_t)(m * k), 0.5f), *c = filled((size_t)(m * n), 0.0f);
-  uint16_t *b = malloc((size_t)(n * k) * sizeof *b);
-  uint32_t *xs = malloc(md_gemm_bf16_x_words(m, k) * sizeof *xs);
-  uint32_t *ws = malloc((size_t)threads * md_gemm_bf16_w_words(k) * sizeof *ws);
-  if (!b || !xs || !ws) {
-    fprintf(stderr, "inference_bench: out of memory\n");
-    exit(1);
-  }
-  for (int64_t i = 0; i < n * k; i++) b[i] = 0x3e80; /* 0.25 */
-  double best = 1e30;
-  for (int rep = 0; rep < 3; rep++) {
-    double t0 = now();
-    md_gemm_bf16(threads, c, a, b, NULL, m, n, k, xs, ws);
-    double dt = now() - t0;
-    if (dt < best) best = dt;
-  }
-  free(a);
-  free(b);
-  free(c);
-  free(xs);
-  free(ws);
-  return 2.0 * (double)(m * n * k) / best / 1e9;
+  double s = bf16_product_s(threads, true, m, n, k, bf16_quarter, 3);
+  return s > 0 ? 2.0 * (double)(m * n * k) / s / 1e9 : 0.0;
+}
+
+/* Whether this CPU runs --bf16-gemm (the back end refuses it otherwise). */
+static bool bf16_gemm_runs(int threads) {
+  md_error err = {0};
+  md_kernels *k = NULL;
+  md_device_options device = {.device = "cpu", .threads = threads, .bf16_gemm = true};
+  if (md_device_open(&device, &k, &err) != MD_OK) return false;
+  md_kernels_free(k);
+  return true;
 }
 
 /* The memory limits alone (a few seconds): the scripts read them again
@@ -446,7 +473,7 @@ static int cmd_limits(int threads) {
   printf("sgemm_gflops %.3f\n", sgemm_gflops());
   printf("bf16_matvec_gbs %.3f\n", bf16_matvec_gbs(threads));
 #ifdef MD_BENCH_X86
-  if (md_cpu_read_facts().avx512_bf16) {
+  if (bf16_gemm_runs(threads)) {
     printf("bf16_dot_peak_gflops %.3f\n", loop_gflops(threads, dot_bf16));
     printf("bf16_gemm_gflops %.3f\n", bf16_gemm_gflops(threads));
   }
@@ -603,7 +630,18 @@ typedef struct engine {
   md_qwen2_forward *fw;
 } engine;
 
-/* --bf16-gemm: the CPU back end's BF16 prompt products (md_cpu_options). */
+/* What the back end records about itself (its facts op, as run.json has
+ * them); "-" for what it does not say. */
+static md_kernel_facts facts_of(const md_kernels *k) {
+  md_kernel_facts facts = {0};
+  if (k->ops->facts) k->ops->facts(k, &facts);
+  if (!facts.cpu_kernels) facts.cpu_kernels = "-";
+  if (!facts.prompt_products) facts.prompt_products = "-";
+  if (!facts.prompt_gemm) facts.prompt_gemm = "-";
+  return facts;
+}
+
+/* --bf16-gemm: the CPU back end's BF16 prompt products (md_device_options). */
 static bool bf16_gemm;
 
 /* With `profiled`, the back end is wrapped in an op profile (op_profile.h)
@@ -701,9 +739,10 @@ static int cmd_run(const char *dir, const char *prompt_path, int64_t decode_step
       capture_cost(fw, k, c->num_hidden_layers, &token, capture_steps, &no_stream, &capture))
     return 1;
 
-  printf("isa %s\n", md_kernels_cpu_isa(k));
-  printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
-  printf("prompt_gemm %s\n", md_kernels_cpu_gemm(k));
+  md_kernel_facts facts = facts_of(k);
+  printf("isa %s\n", facts.cpu_kernels);
+  printf("prompt_products %s\n", facts.prompt_products);
+  printf("prompt_gemm %s\n", facts.prompt_gemm);
   printf("threads %d\n", threads);
   printf("dtype %s\n", md_dtype_name(w->dtype));
   printf("prompt_tokens %lld\n", (long long)n);
@@ -771,7 +810,7 @@ static int cmd_ops(const char *dir, const char *prompt_path, int64_t decode_step
   double decode_s = now() - t0;
 
   printf("kernels %s; prompt gemm %s; threads %d; dtype %s; FMA peak %.1f GFLOP/s (%s)\n",
-         md_kernels_cpu_isa(op_profile_inner(k)), md_kernels_cpu_gemm(op_profile_inner(k)), threads,
+         facts_of(k).cpu_kernels, facts_of(k).prompt_gemm, threads,
          md_dtype_name(w->dtype), peak, fma_isa);
   printf("prompt of %lld tokens, capture %s: %.4f s, %.1f tok/s\n", (long long)n,
          prefill_capture ? "on" : "off", prompt_s, (double)n / prompt_s);
@@ -825,8 +864,8 @@ static int cmd_depth(const char *dir, const char *depth_list, int64_t steps, int
   int32_t chunk[CHUNK];
   uint64_t state = 2024;
   int32_t token = 1;
-  printf("isa %s\n", md_kernels_cpu_isa(k));
-  printf("prompt_products %s\n", md_kernels_cpu_bf16_gemm(k) ? "bf16" : "fp32");
+  printf("isa %s\n", facts_of(k).cpu_kernels);
+  printf("prompt_products %s\n", facts_of(k).prompt_products);
   printf("threads %d\n", threads);
   printf("kv_bytes_per_token %lld\n", (long long)kv_bytes_per_token(c));
   if (warmup) {
@@ -946,7 +985,7 @@ static int cmd_attention(int64_t keys, int heads, int kv_heads, int head_dim, in
   }
   printf("attention_isa %s\nthreads %d\nkeys %lld\nheads %d\nkv_heads %d\nhead_dim %d\n"
          "caches %lld\ncall_us %.2f\nkv_gbs %.3f\n",
-         md_kernels_cpu_isa(k), threads, (long long)keys, heads, kv_heads, head_dim,
+         facts_of(k).cpu_kernels, threads, (long long)keys, heads, kv_heads, head_dim,
          (long long)caches, best / (double)caches * 1e6,
          (double)caches * (double)cache_bytes / best / 1e9);
   status = 0;

@@ -307,8 +307,6 @@ md_kernels *op_profile_wrap(md_kernels *inner) {
   return &p->base;
 }
 
-md_kernels *op_profile_inner(md_kernels *profiled) { return I(profiled); }
-
 void op_profile_set_phase(md_kernels *profiled, op_phase phase) { P(profiled)->phase = phase; }
 
 void op_profile_reset(md_kernels *profiled) { P(profiled)->count = 0; }

@@ -30,9 +30,6 @@ typedef struct op_profile op_profile;
  * profile frees it). NULL when out of memory (inner is then freed too). */
 md_kernels *op_profile_wrap(md_kernels *inner);
 
-/* The back end the profile forwards to (for back-end-specific queries). */
-md_kernels *op_profile_inner(md_kernels *profiled);
-
 /* The phase later calls are tallied under. */
 typedef enum op_phase { OP_PHASE_PROMPT = 0, OP_PHASE_DECODE = 1 } op_phase;
 void op_profile_set_phase(md_kernels *profiled, op_phase phase);

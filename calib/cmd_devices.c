@@ -7,13 +7,8 @@
 
 #include "calib/cli.h"
 #include "calib/commands.h"
-#include "kernels/cpu/blas_core.h"
-#include "kernels/cpu/cpu.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
-#if MD_HAVE_CUDA
-#include "kernels/cuda/cuda.h"
-#endif
 
 static const char command[] = "devices";
 
@@ -50,64 +45,6 @@ static void print_help(FILE *out) {
         out);
 }
 
-/* "LABEL: VALUE", and " (ENV=SETTING)" when the environment variable that
- * chose it is set. */
-static void print_choice(const char *label, const char *value, const char *env) {
-  const char *asked = getenv(env);
-  printf("%s: %s", label, value);
-  if (asked && *asked) printf(" (%s=%s)", env, asked);
-  putchar('\n');
-}
-
-/* One line for an opened back end; the CPU's is followed by its features. */
-static void describe(const char *name, const md_kernels *k, int threads) {
-  if (!strcmp(k->ops->name, "cpu")) {
-    if (threads > 0)
-      printf("%s: %s kernels, %d thread%s\n", name, md_kernels_cpu_isa(k), threads, threads == 1 ? "" : "s");
-    else printf("%s: %s kernels, all cores\n", name, md_kernels_cpu_isa(k));
-    md_cpu_facts facts = md_cpu_read_facts();
-    char words[160];
-    printf("cpu features: %s\n", md_cpu_facts_describe(&facts, words, sizeof words));
-    printf("cpu id: %s, family %d, model %d\n", md_cpu_vendor_name(facts.vendor), facts.family,
-           facts.model);
-    print_choice("prompt gemm", md_kernels_cpu_gemm(k), MD_DEVICE_ENV_CPU_GEMM);
-    print_choice("weights", md_kernels_cpu_weights(k), MD_DEVICE_ENV_CPU_WEIGHTS);
-    return;
-  }
-#if MD_HAVE_CUDA
-  printf("%s\n", md_kernels_cuda_describe(k));
-#else
-  printf("%s: %s\n", name, k->ops->name);
-#endif
-}
-
-/* The BLAS line: which OpenBLAS core runs, the one this CPU deserves, and
- * who chose (main.c may have switched it before this ran). */
-static void describe_blas(void) {
-  md_blas_env env = {.coretype = getenv(MD_BLAS_ENV_CORETYPE),
-                     .setting = getenv(MD_BLAS_ENV_SETTING),
-                     .from = getenv(MD_BLAS_ENV_FROM)};
-  const char *core = md_blas_core_current();
-  md_cpu_facts facts = md_cpu_read_facts();
-  md_blas_decision d = md_blas_core_decide(&env, core, &facts);
-  char library[64];
-  md_blas_library(library, sizeof library);
-  /* A core as good as the one this CPU deserves is named as the best:
-   * OpenBLAS 0.3.21 runs AMD Zen 4 on Cooperlake, SkylakeX's kernels plus
-   * BF16 ones, which is right, and "best: SkylakeX" would read as a fault. */
-  const char *best = d.best ? d.best : "any";
-  if (d.best && *core && md_blas_core_rank(core) >= md_blas_core_rank(d.best)) best = core;
-  printf("blas: %s, core %s (best for this CPU: %s)", library, *core ? core : "unknown", best);
-  switch (d.origin) {
-    case MD_BLAS_ORIGIN_LIBRARY: break;
-    case MD_BLAS_ORIGIN_USER: printf(" (set by " MD_BLAS_ENV_CORETYPE ")"); break;
-    case MD_BLAS_ORIGIN_KEEP: printf(" (kept: " MD_BLAS_ENV_SETTING "=keep)"); break;
-    case MD_BLAS_ORIGIN_SWITCHED: printf(" (switched from %s)", d.from); break;
-    case MD_BLAS_ORIGIN_SIMULATED: printf(" (simulated: " MD_BLAS_ENV_SETTING "=simulate-weak)"); break;
-  }
-  putchar('\n');
-}
-
 /* Opens `name`; prints its line, or the reason to stderr. */
 static int open_device(const char *name, int threads, bool listing) {
   md_device_options options = {.device = name, .threads = threads};
@@ -120,7 +57,9 @@ static int open_device(const char *name, int threads, bool listing) {
     }
     return md_cli_report(&err);
   }
-  describe(name, k, threads);
+  char text[1024];
+  md_device_describe(k, threads, text, sizeof text);
+  fputs(text, stdout);
   md_kernels_free(k);
   return MD_EXIT_OK;
 }
@@ -166,7 +105,9 @@ int md_cmd_devices(int argc, char **argv) {
   if (n_args > 0) return md_cli_usage_error(command, "unexpected argument '%s'", args[0]);
   if (o.device) return open_device(o.device, (int)o.threads, false);
   open_device("cpu", (int)o.threads, true);
-  describe_blas();
+  char blas[256];
+  md_device_describe_blas(blas, sizeof blas);
+  fputs(blas, stdout);
   if (!md_device_cuda_built()) {
     printf("cuda: not in this build (rebuild with nvcc installed: meson setup -Dcuda=enabled)\n");
     return MD_EXIT_OK;

@@ -1,15 +1,15 @@
 /* memdecay-calibrate extract: collector run directories in (one, the shards
  * of a sharded collection, or runs to pool), the events CSV and the
- * calibration sidecar out (calib/extract_job.h does the work). */
+ * calibration sidecar out (fit/extract/extract_stage.h does the work). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/cli.h"
 #include "calib/commands.h"
-#include "calib/extract_job.h"
 #include "calib/extract_options.h"
 #include "calib/fit_options.h"
+#include "calib/stage_report.h"
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "io/base/policy_defaults.h"
@@ -86,8 +86,9 @@ static void print_help(FILE *out) {
 }
 
 typedef struct extract_options {
-  md_extract_job job;
+  md_extract_options stage;
   md_pin_override *pins;
+  bool quiet;
 } extract_options;
 
 enum {
@@ -117,7 +118,8 @@ static const md_opt own_options[] = {
 
 /* Handles one option; returns -1 to go on, or an exit code. */
 static int take_own(void *context, const md_opt *opt, const char *value) {
-  md_extract_job *job = &((extract_options *)context)->job;
+  extract_options *options = context;
+  md_extract_options *job = &options->stage;
   switch (opt->id) {
     case OPT_OUTPUT: job->events_path = value; return -1;
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
@@ -126,7 +128,7 @@ static int take_own(void *context, const md_opt *opt, const char *value) {
     case OPT_PLOT: return md_fit_option_plot("extract", value, &job->plot);
     case OPT_PLOT_LOG_TIME: job->plot_log_time = true; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
-    case OPT_QUIET: job->quiet = true; return -1;
+    case OPT_QUIET: options->quiet = true; return -1;
     case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
     default: return md_cli_usage_error("extract", "unknown option");
   }
@@ -134,7 +136,7 @@ static int take_own(void *context, const md_opt *opt, const char *value) {
 
 static int take_extract(void *context, const md_opt *opt, const char *value) {
   extract_options *options = context;
-  return md_extract_option("extract", opt, value, &options->job, options->pins);
+  return md_extract_option("extract", opt, value, &options->stage, options->pins);
 }
 
 static const md_opt_group groups[] = {
@@ -146,8 +148,8 @@ static const md_opt_group groups[] = {
 const md_opt_command md_extract_command = {"extract", groups, print_help, 0};
 
 static int parse_options(int argc, char **argv, extract_options *options) {
-  md_extract_job *job = &options->job;
-  md_extract_job_defaults(job, "extract");
+  md_extract_options *job = &options->stage;
+  md_extract_options_init(job);
   options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
   if (!options->pins) return MD_EXIT_FAILURE;
   job->settings.pins = options->pins;
@@ -161,14 +163,26 @@ static int parse_options(int argc, char **argv, extract_options *options) {
     return md_cli_usage_error("extract", "-o must name a file (the sidecar goes beside it)");
   job->run_dirs = (const char *const *)args;
   job->n_run_dirs = (size_t)n_args;
-  job->progress = !job->quiet && md_cli_stderr_is_tty();
+  if (!options->quiet && md_cli_stderr_is_tty()) {
+    job->progress = md_report_extract_progress;
+    job->context = (void *)"extract";
+  }
   return -1;
+}
+
+static int extract(const extract_options *options) {
+  md_error err = {0};
+  md_extract_outcome outcome;
+  if (md_extract(&options->stage, &outcome, &err) != MD_OK) return md_cli_report(&err);
+  if (!options->quiet) md_report_extract(stderr, "extract", &options->stage, &outcome);
+  md_extract_outcome_free(&outcome);
+  return MD_EXIT_OK;
 }
 
 int md_cmd_extract(int argc, char **argv) {
   extract_options options = {0};
   int exit_code = parse_options(argc, argv, &options);
-  if (exit_code < 0) exit_code = md_extract_job_run(&options.job, NULL);
+  if (exit_code < 0) exit_code = extract(&options);
   free(options.pins);
   return exit_code;
 }

@@ -9,15 +9,16 @@
 
 #include "calib/cli.h"
 #include "calib/commands.h"
-#include "calib/fit_job.h"
 #include "calib/fit_options.h"
+#include "calib/stage_report.h"
 #include "fit/regions/region_fits.h"
 #include "io/base/policy_defaults.h"
 #include "md_build_config.h"
 
 typedef struct fit_options {
-  md_fit_job job;
-  md_pin_override *pins;    /* storage behind job.settings.pins */
+  md_fit_options stage;
+  md_pin_override *pins;    /* storage behind stage.settings.pins */
+  bool quiet;
 } fit_options;
 
 static void print_help(FILE *out) {
@@ -88,7 +89,7 @@ static const md_opt own_options[] = {
 /* Handles one option; returns -1 to go on, or an exit code. */
 static int take_own(void *context, const md_opt *opt, const char *value) {
   fit_options *options = context;
-  md_fit_job *job = &options->job;
+  md_fit_options *job = &options->stage;
   switch (opt->id) {
     case OPT_OUTPUT: job->output = value; return -1;
     case OPT_PIN:
@@ -96,14 +97,14 @@ static int take_own(void *context, const md_opt *opt, const char *value) {
       return md_fit_option_pin("fit", value, opt->id == OPT_PIN, &job->settings, options->pins);
     case OPT_CALIBRATION: job->calibration_path = value; return -1;
     case OPT_REPRODUCIBLE: job->reproducible = true; return -1;
-    case OPT_QUIET: job->quiet = true; return -1;
+    case OPT_QUIET: options->quiet = true; return -1;
     case OPT_HELP: print_help(stdout); return MD_EXIT_OK;
     default: return md_cli_usage_error("fit", "unknown option");
   }
 }
 
 static int take_fit(void *context, const md_opt *opt, const char *value) {
-  return md_fit_option("fit", opt, value, &((fit_options *)context)->job);
+  return md_fit_option("fit", opt, value, &((fit_options *)context)->stage);
 }
 
 static const md_opt_group groups[] = {
@@ -116,10 +117,8 @@ const md_opt_command md_fit_command = {"fit", groups, print_help, 0};
 
 /* Returns -1 when the run should go on, else the exit code. */
 static int parse_options(int argc, char **argv, fit_options *options) {
-  md_fit_job *job = &options->job;
-  job->command = "fit";
-  job->settings.level = MD_REGIONS_LEVEL_DEFAULT;
-  job->settings.band = MD_KM_BAND_LOG;
+  md_fit_options *job = &options->stage;
+  md_fit_options_init(job);
   options->pins = calloc((size_t)argc + 1, sizeof *options->pins);
   if (!options->pins) return MD_EXIT_FAILURE;
   job->settings.pins = options->pins;
@@ -155,11 +154,21 @@ static void keep_freed_memory(void) {
 #endif
 }
 
+static int fit(const fit_options *options) {
+  md_error err = {0};
+  md_fit_outcome outcome;
+  if (md_fit(&options->stage, &outcome, &err) != MD_OK) return md_cli_report(&err);
+  int exit_code = md_report_fit_stdout("fit", &options->stage, &outcome);
+  if (exit_code == MD_EXIT_OK && !options->quiet) md_report_fit(stderr, "fit", &options->stage, &outcome);
+  md_fit_outcome_free(&outcome);
+  return exit_code;
+}
+
 int md_cmd_fit(int argc, char **argv) {
   keep_freed_memory();
   fit_options options = {0};
   int exit_code = parse_options(argc, argv, &options);
-  if (exit_code < 0) exit_code = md_fit_job_run(&options.job);
+  if (exit_code < 0) exit_code = fit(&options);
   free(options.pins);
   return exit_code;
 }

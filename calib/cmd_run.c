@@ -7,7 +7,7 @@
  *
  * WORKDIR defaults to the output's name with .json replaced by .run
  * (memdecay.json -> memdecay.run/). Each stage is the one its own command
- * runs (md_collect, calib/extract_job.h, calib/fit_job.h).
+ * runs (md_collect, md_extract, md_fit).
  *
  * A sharded calibration (collector/capture/shard.h) runs in two steps on one work
  * directory: `run --shard K/N` collects shard K into WORKDIR/shards/K-of-N/
@@ -27,11 +27,10 @@
 #include "calib/cli.h"
 #include "calib/collect_options.h"
 #include "calib/commands.h"
-#include "calib/extract_job.h"
 #include "calib/extract_options.h"
-#include "calib/fit_job.h"
 #include "calib/fit_options.h"
 #include "calib/progress.h"
+#include "calib/stage_report.h"
 #include "collector/capture/collect.h"
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
@@ -47,8 +46,8 @@ static const char command[] = "run";
 
 typedef struct run_options {
   md_collect_options collect;
-  md_extract_job extract;
-  md_fit_job fit;
+  md_extract_options extract;
+  md_fit_options fit;
   md_pin_override *pins;      /* shared by extract and fit */
   const char *output;
   const char *workdir;
@@ -314,7 +313,8 @@ static int check_required(run_options *r) {
 
 static int parse_options(int argc, char **argv, run_options *r) {
   md_collect_options_init(&r->collect);
-  md_extract_job_defaults(&r->extract, command);
+  md_extract_options_init(&r->extract);
+  md_fit_options_init(&r->fit);
   r->pins = calloc((size_t)argc + 1, sizeof *r->pins);
   if (!r->pins) return MD_EXIT_FAILURE;
   r->extract.settings.pins = r->pins;
@@ -453,40 +453,44 @@ static int collect_stage(run_options *r, md_progress *bar) {
   return md_cli_report(&err);
 }
 
+/* Its numbers go into the config and the fit's table: one line of its own. */
 static int extract_stage(run_options *r, md_progress *bar) {
-  md_extract_job *job = &r->extract;
+  md_extract_options *stage = &r->extract;
   const char *one[] = {r->run_dir};
-  job->run_dirs = r->merge_shards ? (const char *const *)r->shard_dirs : one;
-  job->n_run_dirs = r->merge_shards ? r->n_shard_dirs : 1;
-  job->events_path = r->events;
-  job->calibration_path = r->calibration;
-  job->reproducible = r->collect.reproducible;
-  job->quiet = true;  /* its numbers go into the config and the table */
-  job->progress = false;
+  stage->run_dirs = r->merge_shards ? (const char *const *)r->shard_dirs : one;
+  stage->n_run_dirs = r->merge_shards ? r->n_shard_dirs : 1;
+  stage->events_path = r->events;
+  stage->calibration_path = r->calibration;
+  stage->reproducible = r->collect.reproducible;
+  md_error err = {0};
   md_extract_outcome outcome;
-  int exit_code = md_extract_job_run(job, &outcome);
-  if (exit_code != MD_EXIT_OK) return exit_code;
+  if (md_extract(stage, &outcome, &err) != MD_OK) return md_cli_report(&err);
+  const md_calibration *c = &outcome.calibration;
   char note[256];
   snprintf(note, sizeof note, "extract: %zu episodes, %llu tokens, %llu lifetimes; kappa %.4g, "
-           "alpha %.4g", outcome.episodes, (unsigned long long)outcome.tokens,
-           (unsigned long long)outcome.rows, outcome.kappa, outcome.alpha);
+           "alpha %.4g", (size_t)c->workload.episodes, (unsigned long long)c->workload.tokens,
+           (unsigned long long)outcome.rows, c->policy.kappa, c->policy.alpha);
   md_progress_note(bar, note);
+  md_extract_outcome_free(&outcome);
   return -1;
 }
 
 static int fit_stage(run_options *r) {
   const char *inputs[] = {r->events};
-  md_fit_job *job = &r->fit;
-  job->command = command;
-  job->inputs = inputs;
-  job->n_inputs = 1;
-  job->output = r->output;
-  job->calibration_path = r->calibration;
-  job->reproducible = r->collect.reproducible;
-  job->quiet = r->quiet;
-  job->settings.pins = r->pins;
-  job->settings.n_pins = r->extract.settings.n_pins;
-  return md_fit_job_run(job);
+  md_fit_options *stage = &r->fit;
+  stage->inputs = inputs;
+  stage->n_inputs = 1;
+  stage->output = r->output;
+  stage->calibration_path = r->calibration;
+  stage->reproducible = r->collect.reproducible;
+  stage->settings.pins = r->pins;
+  stage->settings.n_pins = r->extract.settings.n_pins;
+  md_error err = {0};
+  md_fit_outcome outcome;
+  if (md_fit(stage, &outcome, &err) != MD_OK) return md_cli_report(&err);
+  if (!r->quiet) md_report_fit(stderr, command, stage, &outcome);
+  md_fit_outcome_free(&outcome);
+  return MD_EXIT_OK;
 }
 
 /* extract must pin as fit will: the priors file's "pinned" entries too. */

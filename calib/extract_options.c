@@ -18,38 +18,30 @@ const md_opt md_extract_option_table[] = {
     {NULL, 0, 0, NULL},
 };
 
-void md_extract_job_defaults(md_extract_job *job, const char *command) {
-  job->command = command;
-  job->lifetimes = MD_LIFETIME_PARAMS_DEFAULT;
-  job->norm = MD_ATTN_NORM_PARAMS_DEFAULT;
-  job->settings.level = MD_REGIONS_LEVEL_DEFAULT;
-  job->settings.band = MD_KM_BAND_LOG;
-}
-
 int md_extract_option(const char *command, const md_opt *opt, const char *value,
-                      md_extract_job *job, md_pin_override *pins) {
+                      md_extract_options *extract, md_pin_override *pins) {
   long number;
   switch (opt->id) {
     case ESTIMAND:
-      if (!md_estimand_parse(value, &job->lifetimes.estimand))
+      if (!md_estimand_parse(value, &extract->lifetimes.estimand))
         return md_cli_usage_error(command, "--estimand must be last-use or gap, got '%s'", value);
       return -1;
     case TAU:
-      if (!md_cli_parse_double(value, 0.0, 1e300, &job->lifetimes.tau) || job->lifetimes.tau <= 0)
+      if (!md_cli_parse_double(value, 0.0, 1e300, &extract->lifetimes.tau) || extract->lifetimes.tau <= 0)
         return md_cli_usage_error(command, "--tau must be a number > 0, got '%s'", value);
       return -1;
     case GUARD:
-      if (!md_cli_parse_long(value, 0, 1L << 30, &job->lifetimes.guard))
+      if (!md_cli_parse_long(value, 0, 1L << 30, &extract->lifetimes.guard))
         return md_cli_usage_error(command, "--guard must be an integer >= 0, got '%s'", value);
       return -1;
     case EWMA_BETA:
-      if (!md_cli_parse_double(value, 0.0, 1.0, &job->norm.ewma_beta) || job->norm.ewma_beta >= 1)
+      if (!md_cli_parse_double(value, 0.0, 1.0, &extract->norm.ewma_beta) || extract->norm.ewma_beta >= 1)
         return md_cli_usage_error(command, "--ewma-beta must be a number in [0, 1), got '%s'",
                                   value);
       return -1;
     case QUANTILE:
-      if (!md_cli_parse_double(value, 0.0, 1.0, &job->norm.quantile) || job->norm.quantile <= 0 ||
-          job->norm.quantile >= 1)
+      if (!md_cli_parse_double(value, 0.0, 1.0, &extract->norm.quantile) || extract->norm.quantile <= 0 ||
+          extract->norm.quantile >= 1)
         return md_cli_usage_error(command, "--quantile must be a number in (0, 1), got '%s'",
                                   value);
       return -1;
@@ -57,10 +49,10 @@ int md_extract_option(const char *command, const md_opt *opt, const char *value,
       if (!md_cli_parse_long(value, 0, 1L << 20, &number))
         return md_cli_usage_error(command, "--kappa-memory must be a whole number of MiB in "
                                   "[0, 1048576], got '%s'", value);
-      job->norm.memory_bytes = (size_t)number << 20;
+      extract->norm.memory_bytes = (size_t)number << 20;
       return -1;
     case PIN:
-    case NO_PIN: return md_fit_option_pin(command, value, opt->id == PIN, &job->settings, pins);
+    case NO_PIN: return md_fit_option_pin(command, value, opt->id == PIN, &extract->settings, pins);
     default: return md_cli_usage_error(command, "unknown option");
   }
 }

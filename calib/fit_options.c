@@ -49,14 +49,14 @@ const md_opt md_fit_option_table[] = {
     {NULL, 0, 0, NULL},
 };
 
-int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_job *job) {
+int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_options *fit) {
   switch (opt->id) {
-    case LEVEL: return md_fit_option_level(command, value, &job->settings);
-    case BAND: return md_fit_option_band(command, value, &job->settings);
-    case PRIORS: job->priors_path = value; return -1;
-    case KM_CSV: job->km_csv = value; return -1;
-    case PLOT: return md_fit_option_plot(command, value, &job->plot);
-    case PLOT_LOG_TIME: job->plot_log_time = true; return -1;
+    case LEVEL: return md_fit_option_level(command, value, &fit->settings);
+    case BAND: return md_fit_option_band(command, value, &fit->settings);
+    case PRIORS: fit->priors_path = value; return -1;
+    case KM_CSV: fit->km_csv = value; return -1;
+    case PLOT: return md_fit_option_plot(command, value, &fit->plot);
+    case PLOT_LOG_TIME: fit->plot_log_time = true; return -1;
     default: return md_cli_usage_error(command, "unknown option");
   }
 }

@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "calib/fit_job.h"
+#include "fit/regions/fit_stage.h"
 #include "calib/options.h"
 #include "fit/regions/region_fits.h"
 
@@ -31,7 +31,7 @@ int md_fit_option_plot(const char *command, const char *value, const char **plot
  * --priors, --km-csv, --plot, --plot-log-time (calib/options.h). */
 extern const md_opt md_fit_option_table[];
 
-/* Applies `opt`, an entry of md_fit_option_table, with `value` to `job`. */
-int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_job *job);
+/* Applies `opt`, an entry of md_fit_option_table, with `value` to `fit`. */
+int md_fit_option(const char *command, const md_opt *opt, const char *value, md_fit_options *fit);
 
 #endif

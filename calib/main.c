@@ -10,7 +10,7 @@
 
 #include "calib/cli.h"
 #include "io/base/atomic_file.h"
-#include "kernels/cpu/blas_core.h"
+#include "kernels/device.h"
 #include "md_build_config.h"
 
 typedef struct command {
@@ -52,49 +52,28 @@ static void print_usage(FILE *out) {
           "Manual: man memdecay-calibrate (or man -l man/memdecay-calibrate.1).\n");
 }
 
-/* OpenBLAS chose its kernels when it loaded, before main, and reads
- * OPENBLAS_CORETYPE only then: when it chose narrower kernels than this CPU
- * runs (a library older than the CPU falls back to SSE3), set the variable
- * and execute the program again. kernels/cpu/blas_core.h decides; this
- * does what it says. Nothing has called OpenBLAS yet. */
+/* OpenBLAS's kernels, chosen before anything calls OpenBLAS
+ * (kernels/device.h decides; this does what it says: warn, or set the
+ * variables and execute the program again). */
 static void choose_blas_core(char **argv) {
-  md_blas_env env = {.coretype = getenv(MD_BLAS_ENV_CORETYPE),
-                     .setting = getenv(MD_BLAS_ENV_SETTING),
-                     .from = getenv(MD_BLAS_ENV_FROM)};
-  const char *current = md_blas_core_current();
-  md_cpu_facts facts = md_cpu_read_facts();
-  md_blas_decision d = md_blas_core_decide(&env, current, &facts);
-  switch (d.action) {
-    case MD_BLAS_STAY: return;
-    case MD_BLAS_WARN_WEAK:
-      fprintf(stderr, MD_PROGRAM ": warning: OpenBLAS has no %s kernels for this CPU: matrix products "
-              "run on its %s kernels\n", d.requested, current);
-      return;
-    case MD_BLAS_WARN_SETTING:
-      fprintf(stderr, MD_PROGRAM ": warning: " MD_BLAS_ENV_SETTING "=%s: not an OpenBLAS core this CPU "
-              "runs (expected auto, keep, simulate-weak or a core such as %s): OpenBLAS keeps its %s "
-              "kernels\n", d.requested, d.best ? d.best : "Prescott", current);
-      return;
-    case MD_BLAS_REPLACE:
-      fprintf(stderr, MD_PROGRAM ": warning: " MD_BLAS_ENV_CORETYPE "=%s names OpenBLAS kernels this "
-              "CPU cannot run (they would stop the program on an illegal instruction): using its "
-              "%s kernels instead\n", d.requested, d.coretype);
-      break;
-    case MD_BLAS_REEXEC: break;
-  }
+  md_device_blas_startup startup;
+  md_device_blas_startup_decide(&startup);
+  if (startup.warning[0]) fprintf(stderr, MD_PROGRAM ": warning: %s\n", startup.warning);
+  if (!startup.reexec) return;
   /* Copies: setenv may free what getenv returned. */
-  char *old_coretype = env.coretype ? strdup(env.coretype) : NULL;
-  char *old_from = env.from ? strdup(env.from) : NULL;
-  const char *from = d.from == env.from ? old_from : d.from;
-  if (setenv(MD_BLAS_ENV_CORETYPE, d.coretype, 1) == 0 && setenv(MD_BLAS_ENV_FROM, from, 1) == 0)
+  const char *coretype = getenv(MD_DEVICE_ENV_BLAS_CORETYPE), *from = getenv(MD_DEVICE_ENV_BLAS_FROM);
+  char *old_coretype = coretype ? strdup(coretype) : NULL;
+  char *old_from = from ? strdup(from) : NULL;
+  if (setenv(MD_DEVICE_ENV_BLAS_CORETYPE, startup.coretype, 1) == 0 &&
+      setenv(MD_DEVICE_ENV_BLAS_FROM, startup.from, 1) == 0)
     execv("/proc/self/exe", argv);
   /* Could not execute again: go on with the kernels loaded, and leave the
    * variables as they were, so that nothing this program starts is misled. */
   perror(MD_PROGRAM ": warning: cannot switch OpenBLAS's kernels, executing again failed");
-  if (old_coretype) setenv(MD_BLAS_ENV_CORETYPE, old_coretype, 1);
-  else unsetenv(MD_BLAS_ENV_CORETYPE);
-  if (old_from) setenv(MD_BLAS_ENV_FROM, old_from, 1);
-  else unsetenv(MD_BLAS_ENV_FROM);
+  if (old_coretype) setenv(MD_DEVICE_ENV_BLAS_CORETYPE, old_coretype, 1);
+  else unsetenv(MD_DEVICE_ENV_BLAS_CORETYPE);
+  if (old_from) setenv(MD_DEVICE_ENV_BLAS_FROM, old_from, 1);
+  else unsetenv(MD_DEVICE_ENV_BLAS_FROM);
   free(old_coretype);
   free(old_from);
 }

@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/cpu.h"
 #include "md_build_config.h"
 #if MD_HAVE_CUDA
@@ -68,4 +70,77 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
                  "(rebuild with nvcc installed, meson setup -Dcuda=enabled)",
                  name);
 #endif
+}
+
+void md_device_describe(const md_kernels *k, int threads, char *text, size_t size) {
+  if (size == 0) return;
+  if (k->ops->describe) k->ops->describe(k, threads, text, size);
+  else snprintf(text, size, "%s\n", k->ops->name);
+}
+
+static md_blas_env blas_env(void) {
+  return (md_blas_env){.coretype = getenv(MD_DEVICE_ENV_BLAS_CORETYPE),
+                       .setting = getenv(MD_DEVICE_ENV_BLAS_SETTING),
+                       .from = getenv(MD_DEVICE_ENV_BLAS_FROM)};
+}
+
+void md_device_blas_startup_decide(md_device_blas_startup *startup) {
+  *startup = (md_device_blas_startup){0};
+  md_blas_env env = blas_env();
+  const char *current = md_blas_core_current();
+  md_cpu_facts facts = md_cpu_read_facts();
+  md_blas_decision d = md_blas_core_decide(&env, current, &facts);
+  switch (d.action) {
+    case MD_BLAS_STAY: return;
+    case MD_BLAS_WARN_WEAK:
+      snprintf(startup->warning, sizeof startup->warning, "OpenBLAS has no %s kernels for this "
+               "CPU: matrix products run on its %s kernels", d.requested, current);
+      return;
+    case MD_BLAS_WARN_SETTING:
+      snprintf(startup->warning, sizeof startup->warning, MD_DEVICE_ENV_BLAS_SETTING "=%s: not an "
+               "OpenBLAS core this CPU runs (expected auto, keep, simulate-weak or a core such as "
+               "%s): OpenBLAS keeps its %s kernels", d.requested, d.best ? d.best : "Prescott",
+               current);
+      return;
+    case MD_BLAS_REPLACE:
+      snprintf(startup->warning, sizeof startup->warning, MD_DEVICE_ENV_BLAS_CORETYPE "=%s names "
+               "OpenBLAS kernels this CPU cannot run (they would stop the program on an illegal "
+               "instruction): using its %s kernels instead", d.requested, d.coretype);
+      break;
+    case MD_BLAS_REEXEC: break;
+  }
+  /* Copies: the caller's setenv may free what getenv returned. */
+  startup->reexec = true;
+  snprintf(startup->coretype, sizeof startup->coretype, "%s", d.coretype);
+  snprintf(startup->from, sizeof startup->from, "%s", d.from ? d.from : "");
+}
+
+void md_device_describe_blas(char *text, size_t size) {
+  md_blas_env env = blas_env();
+  const char *core = md_blas_core_current();
+  md_cpu_facts facts = md_cpu_read_facts();
+  md_blas_decision d = md_blas_core_decide(&env, core, &facts);
+  char library[64];
+  md_blas_library(library, sizeof library);
+  /* A core as good as the one this CPU deserves is named as the best:
+   * OpenBLAS 0.3.21 runs AMD Zen 4 on Cooperlake, SkylakeX's kernels plus
+   * BF16 ones, which is right, and "best: SkylakeX" would read as a fault. */
+  const char *best = d.best ? d.best : "any";
+  if (d.best && *core && md_blas_core_rank(core) >= md_blas_core_rank(d.best)) best = core;
+  const char *chosen = "";
+  char switched[96] = "";
+  switch (d.origin) {
+    case MD_BLAS_ORIGIN_LIBRARY: break;
+    case MD_BLAS_ORIGIN_USER: chosen = " (set by " MD_DEVICE_ENV_BLAS_CORETYPE ")"; break;
+    case MD_BLAS_ORIGIN_KEEP: chosen = " (kept: " MD_DEVICE_ENV_BLAS_SETTING "=keep)"; break;
+    case MD_BLAS_ORIGIN_SWITCHED:
+      snprintf(switched, sizeof switched, " (switched from %s)", d.from);
+      chosen = switched;
+      break;
+    case MD_BLAS_ORIGIN_SIMULATED:
+      chosen = " (simulated: " MD_DEVICE_ENV_BLAS_SETTING "=simulate-weak)";
+      break;
+  }
+  snprintf(text, size, "blas: %s, core %s (best for this CPU: %s)%s\n", library,
+           *core ? core : "unknown", best, chosen);
 }

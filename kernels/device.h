@@ -4,6 +4,7 @@
 #define MD_KERNELS_DEVICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "io/base/error.h"
 #include "kernels/kernels.h"
@@ -44,6 +45,41 @@ int md_device_threads(int requested);
  * 2-D weights: copy (the default, also when unset or empty) or mapped
  * (md_cpu_weights). */
 #define MD_DEVICE_ENV_CPU_WEIGHTS "MEMDECAY_CPU_WEIGHTS"
+
+/* The environment variables of OpenBLAS's kernel choice
+ * (md_device_blas_startup): OpenBLAS's own, the program's setting
+ * (auto, keep, simulate-weak or a core name; memdecay-calibrate(1),
+ * MEMDECAY_BLAS_CORE) and the note of the core OpenBLAS had chosen. */
+#define MD_DEVICE_ENV_BLAS_CORETYPE "OPENBLAS_CORETYPE"
+#define MD_DEVICE_ENV_BLAS_SETTING "MEMDECAY_BLAS_CORE"
+#define MD_DEVICE_ENV_BLAS_FROM "MD_BLAS_CORE_FROM"
+
+/* What a program does about OpenBLAS's kernels at start-up, before anything
+ * calls OpenBLAS: OpenBLAS chose them when it loaded and reads
+ * OPENBLAS_CORETYPE only then, so when it chose narrower kernels than this
+ * CPU runs (a library older than the CPU falls back to SSE3) the program
+ * sets the two variables and executes itself again. */
+typedef struct md_device_blas_startup {
+  char warning[512];  /* "" or a warning to print first (no program name, no newline) */
+  bool reexec;        /* set OPENBLAS_CORETYPE=coretype and MD_BLAS_CORE_FROM=from, run again */
+  char coretype[64];
+  char from[64];
+} md_device_blas_startup;
+
+/* Decides from the environment, the core OpenBLAS runs and the CPU
+ * (kernels/cpu/blas_core.h). Each re-execution leads to a state where the
+ * next decision is not to, but for simulate-weak's first, which leads to
+ * one more. */
+void md_device_blas_startup_decide(md_device_blas_startup *startup);
+
+/* The BLAS line of `devices`: the library, the core it runs, the best core
+ * for this CPU and who chose it, ending in '\n'; truncated to size. */
+void md_device_describe_blas(char *text, size_t size);
+
+/* What `devices` prints about an opened back end (its describe op; its name
+ * when it has none): lines ending in '\n', truncated to size. `threads` is
+ * what was asked for (0: all cores). */
+void md_device_describe(const md_kernels *k, int threads, char *text, size_t size);
 
 /* Creates the back end. Fails with MD_E_INVALID for an unknown device name,
  * an unknown MEMDECAY_CPU_KERNELS, MEMDECAY_CPU_GEMM or MEMDECAY_CPU_WEIGHTS

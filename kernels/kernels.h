@@ -249,6 +249,12 @@ typedef struct md_kernel_ops {
   /* Fills *facts (zeroed first by the caller); the strings live as long as
    * the back end. */
   void (*facts)(const md_kernels *k, md_kernel_facts *facts);
+
+  /* --- description (optional: NULL prints the name alone) -------------- */
+  /* What `devices` prints about this back end (md_device_describe): lines
+   * ending in '\n', written into text, truncated to size and
+   * NUL-terminated. `threads` is what was asked for (0: all cores). */
+  void (*describe)(const md_kernels *k, int threads, char *text, size_t size);
 } md_kernel_ops;
 
 /* Every back end instance starts with this header. */

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "collector/capture/collect_internal.h"
 #include "io/base/policy_defaults.h"
+#include "io/base/timestamp.h"
 #include "collector/model/model_dir.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
@@ -310,18 +310,11 @@ static void free_planner(planner *p) {
 
 /* ---- the run directory ---------------------------------------------------------------- */
 
-static void timestamp_now(char out[32]) {
-  time_t now = time(NULL);
-  struct tm utc;
-  gmtime_r(&now, &utc);
-  strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &utc);
-}
-
 static md_status new_record(collect_run *run, md_error *err) {
   const md_collect_options *o = run->options;
   const md_qwen2_config *c = run->config;
   char name[256], created[32];
-  timestamp_now(created);
+  md_timestamp_now(created);
   md_run_settings settings = {
       .version = MD_VERSION,
       .created = o->reproducible ? NULL : created,

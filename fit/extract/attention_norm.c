@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fit/regions/region_fits.h"
+
 /* Histogram keys: the top 20 bits of a non-negative double (sign, 11 exponent
  * bits, 8 mantissa bits), which order such doubles as their values do. */
 #define KEY_SHIFT 44
@@ -312,22 +314,6 @@ md_status md_attn_norm_end_pass(md_attn_norm *acc, bool *need_second_pass, md_er
   return MD_OK;
 }
 
-md_status md_median(double *values, size_t n, double *median, md_error *err) {
-  if (n == 0) return md_fail(err, MD_E_INVALID, "median of no values");
-  *median = gsl_stats_median(values, 1, n);
-  return MD_OK;
-}
-
-md_status md_attn_norm_alpha(const double *priorities, size_t n, double *alpha, md_error *err) {
-  if (n == 0) return md_fail(err, MD_E_INVALID, "alpha: no unpinned region has a base priority");
-  double *copy = malloc(n * sizeof *copy);
-  if (!copy) return md_fail(err, MD_E_NOMEM, "alpha: out of memory");
-  memcpy(copy, priorities, n * sizeof *copy);
-  md_status status = md_median(copy, n, alpha, err);
-  free(copy);
-  return status;
-}
-
 static md_status region_result(const md_attn_norm *acc, size_t r, md_region_attn_stats *out,
                                md_error *err) {
   const region_acc *region = &acc->region[r];
@@ -364,7 +350,7 @@ static md_status alpha_result(md_attn_norm_result *result, md_error *err) {
       shares[n++] = result->regions[r].refreshed_share;
   result->alpha_regions = n;
   result->alpha_defined = n > 0;
-  md_status status = n > 0 ? md_median(shares, n, &result->alpha, err) : MD_OK;
+  md_status status = n > 0 ? md_regions_alpha(shares, n, &result->alpha, err) : MD_OK;
   free(shares);
   return status;
 }

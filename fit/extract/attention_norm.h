@@ -39,8 +39,8 @@
  *    has a_hat = e / kappa = 1 and scores alpha * 1, which equals
  *    b_med * exp(0): the score of a fresh token of median priority. Undefined
  *    (alpha_defined false, alpha 0) when no unpinned region has an observed
- *    token. md_attn_norm_alpha() recomputes it from other priorities (user
- *    priors).
+ *    token. fit computes it again from the config's own priorities (user
+ *    priors) with the same function, md_regions_alpha (fit/regions).
  *
  *  - Mean a_hat per region over all visible (token, step) pairs (birth steps
  *    included), and the decay curve: mean a_hat per region at each age
@@ -164,12 +164,5 @@ void md_attn_norm_result_free(md_attn_norm_result *result);
 
 /* e[k] = beta e[k-1] + (1 - beta) x[k], e[-1] = 0, for k < n. */
 void md_ewma(const double *x, size_t n, double beta, double *e);
-
-/* R's median of n values (the array is reordered); MD_E_INVALID when n = 0. */
-md_status md_median(double *values, size_t n, double *median, md_error *err);
-
-/* alpha from the base priorities that count (the unpinned regions' shares,
- * or user priors): their median. */
-md_status md_attn_norm_alpha(const double *priorities, size_t n, double *alpha, md_error *err);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fit/extract/attention_norm.h"
 
 /* ---- the calibration sidecar ---------------------------------------------- */
 
@@ -55,7 +54,7 @@ static md_status warn_pinning(const md_regions_settings *settings, md_warnings *
   return status;
 }
 
-/* alpha (fit/extract/attention_norm.h): the median of the base priorities of the
+/* alpha (md_regions_alpha): the median of the base priorities of the
  * unpinned regions with observed tokens, so that a token whose attention
  * EWMA sits at the kappa quantile scores like a fresh token of median
  * priority. Uses this config's pinning and priorities (priors file first). */
@@ -74,7 +73,7 @@ static md_status calibration_alpha(const md_regions_settings *settings, md_regio
   }
   md_status status = MD_OK;
   if (n > 0) {
-    status = md_attn_norm_alpha(priorities, n, &results->alpha, err);
+    status = md_regions_alpha(priorities, n, &results->alpha, err);
   } else {
     status = md_warnings_add(&results->warnings, err,
                              "policy: alpha cannot be estimated: no unpinned region has an "

@@ -2,6 +2,7 @@
  * --no-pin, and the measured shares of a calibration. */
 #include "fit/regions/regions_internal.h"
 
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,12 @@ bool md_regions_pinned(const char *region, const md_regions_settings *settings) 
     if (!strcmp(settings->pins[i].region, region)) pinned = settings->pins[i].pinned;
   }
   return pinned;
+}
+
+md_status md_regions_alpha(double *priorities, size_t n, double *alpha, md_error *err) {
+  if (n == 0) return md_fail(err, MD_E_INVALID, "alpha: no unpinned region has a base priority");
+  *alpha = gsl_stats_median(priorities, 1, n);
+  return MD_OK;
 }
 
 /* The measured share of the region's tokens refreshed at least once; NaN

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fit/extract/attention_norm.h"
 
 /* ---- per-region fits ---------------------------------------------------- */
 

@@ -50,6 +50,12 @@ typedef struct md_regions_settings {
  * then --pin/--no-pin in order. extract and fit decide it the same way. */
 bool md_regions_pinned(const char *region, const md_regions_settings *settings);
 
+/* alpha from the base priorities that count (the unpinned regions' measured
+ * shares, or the priors file's values): their median, R's (the mean of the
+ * two middle values for an even count). The array is reordered;
+ * MD_E_INVALID when n = 0. */
+md_status md_regions_alpha(double *priorities, size_t n, double *alpha, md_error *err);
+
 typedef struct md_region_fit {
   const char *name;                 /* points into md_events */
   md_surv_table table;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -676,6 +677,7 @@ static void cpu_destroy(md_kernels *k) {
 }
 
 static void cpu_facts(const md_kernels *k, md_kernel_facts *facts);
+static void cpu_describe(const md_kernels *k, int threads, char *text, size_t size);
 
 static const md_kernel_ops cpu_ops = {
   .name = "cpu",
@@ -704,6 +706,7 @@ static const md_kernel_ops cpu_ops = {
   .argmax = cpu_argmax,
   .sync = cpu_sync,
   .facts = cpu_facts,
+  .describe = cpu_describe,
 };
 
 md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_error *err) {
@@ -784,6 +787,35 @@ static void cpu_facts(const md_kernels *k, md_kernel_facts *facts) {
   facts->cpu_kernels = md_kernels_cpu_isa(k);
   facts->prompt_products = c->bf16_gemm ? "bf16" : "fp32";
   facts->prompt_gemm = md_kernels_cpu_gemm(k);
+}
+
+/* "LABEL: VALUE", and " (ENV=SETTING)" when the environment variable that
+ * chose it is set, then a newline; appended at text[*used]. */
+static void describe_choice(char *text, size_t size, size_t *used, const char *label,
+                            const char *value, const char *env) {
+  const char *asked = getenv(env);
+  int n = asked && *asked ? snprintf(text + *used, size - *used, "%s: %s (%s=%s)\n", label, value,
+                                     env, asked)
+                          : snprintf(text + *used, size - *used, "%s: %s\n", label, value);
+  if (n > 0) *used = *used + (size_t)n < size ? *used + (size_t)n : size - 1;
+}
+
+/* The kernel path and threads, the CPU's vector features and identity, who
+ * multiplies float32 prompts, where the 2-D weights are read. */
+static void cpu_describe(const md_kernels *k, int threads, char *text, size_t size) {
+  if (size == 0) return;
+  md_cpu_facts facts = md_cpu_read_facts();
+  char words[160];
+  int n = threads > 0 ? snprintf(text, size, "cpu: %s kernels, %d thread%s\n", md_kernels_cpu_isa(k),
+                                 threads, threads == 1 ? "" : "s")
+                      : snprintf(text, size, "cpu: %s kernels, all cores\n", md_kernels_cpu_isa(k));
+  size_t used = n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+  n = snprintf(text + used, size - used, "cpu features: %s\ncpu id: %s, family %d, model %d\n",
+               md_cpu_facts_describe(&facts, words, sizeof words), md_cpu_vendor_name(facts.vendor),
+               facts.family, facts.model);
+  if (n > 0) used = used + (size_t)n < size ? used + (size_t)n : size - 1;
+  describe_choice(text, size, &used, "prompt gemm", md_kernels_cpu_gemm(k), MD_DEVICE_ENV_CPU_GEMM);
+  describe_choice(text, size, &used, "weights", md_kernels_cpu_weights(k), MD_DEVICE_ENV_CPU_WEIGHTS);
 }
 
 /* The settings' names, each table in its enum's order. */

@@ -31,10 +31,11 @@
 #include <stddef.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/device.h"
 
-#define MD_BLAS_ENV_CORETYPE "OPENBLAS_CORETYPE"
-#define MD_BLAS_ENV_SETTING "MEMDECAY_BLAS_CORE"
-#define MD_BLAS_ENV_FROM "MD_BLAS_CORE_FROM"
+#define MD_BLAS_ENV_CORETYPE MD_DEVICE_ENV_BLAS_CORETYPE
+#define MD_BLAS_ENV_SETTING MD_DEVICE_ENV_BLAS_SETTING
+#define MD_BLAS_ENV_FROM MD_DEVICE_ENV_BLAS_FROM
 /* The core "simulate-weak" starts on. */
 #define MD_BLAS_WEAK_CORE "Prescott"
 

@@ -630,6 +630,12 @@ static void cuda_destroy(md_kernels *k) {
   free(c);
 }
 
+/* One line: the device, its memory and capability (made when it opened). */
+static void cuda_describe(const md_kernels *k, int threads, char *text, size_t size) {
+  (void)threads;
+  if (size) snprintf(text, size, "%s\n", ((const md_cuda_kernels *)k)->description);
+}
+
 static const md_kernel_ops cuda_ops = {
   .name = "cuda",
   .destroy = cuda_destroy,
@@ -656,6 +662,7 @@ static const md_kernel_ops cuda_ops = {
   .sync = cuda_sync,
   .step_begin = md_cuda_step_begin,
   .step_end = md_cuda_step_end,
+  .describe = cuda_describe,
 };
 
 /* The device the back end may use, or why none: the checks a user on a

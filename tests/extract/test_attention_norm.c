@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fit/extract/attention_norm.h"
+#include "fit/regions/region_fits.h"
 #include "tests/test_util.h"
 
 static const char *const names[] = {"system", "user", "tool_out", "retrieval", "tool_in"};
@@ -219,11 +220,11 @@ static void test_base_priorities_and_alpha(void) {
 static void test_median_and_alpha(void) {
   double odd[] = {0.9, 0.1, 0.5}, even[] = {0.9, 0.1, 0.5, 0.3}, m = 0;
   md_error err = {0};
-  CHECK(md_median(odd, 3, &m, &err) == MD_OK && m == 0.5);
-  CHECK(md_median(even, 4, &m, &err) == MD_OK && m == 0.4);  /* (0.3 + 0.5) / 2 */
-  const double priors[] = {0.2, 0.8};
-  CHECK(md_attn_norm_alpha(priors, 2, &m, &err) == MD_OK && m == 0.5);
-  CHECK(md_attn_norm_alpha(priors, 0, &m, &err) == MD_E_INVALID && strstr(err.message, "alpha"));
+  CHECK(md_regions_alpha(odd, 3, &m, &err) == MD_OK && m == 0.5);
+  CHECK(md_regions_alpha(even, 4, &m, &err) == MD_OK && m == 0.4);  /* (0.3 + 0.5) / 2 */
+  double priors[] = {0.2, 0.8};
+  CHECK(md_regions_alpha(priors, 2, &m, &err) == MD_OK && m == 0.5);
+  CHECK(md_regions_alpha(priors, 0, &m, &err) == MD_E_INVALID && strstr(err.message, "alpha"));
 }
 
 /* Only pinned tokens: kappa and alpha undefined, reported as 0 with a flag. */

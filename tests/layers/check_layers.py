@@ -11,9 +11,20 @@ fails, naming the file, the line and the arrow it would need.
 Files under a layer's top folder that belong to no layer fail too (a new
 folder must be given a place in the table).
 
+Code outside the layers is checked too. A client (--client FOLDER: the
+benchmarks) is a program above every layer: it may include any layer's
+public headers and its own, never a *_internal.h or a sealed folder's
+header. Test code (--tests FOLDER:LAYER,...: each folder of tests/, and
+tests/ itself for what lies at its top) may include any layer's public
+headers and the test helpers under tests/, and the internals (*_internal.h,
+sealed folders) only of the layers it names: the layers that folder tests.
+A file under tests/ whose folder is not given belongs to the nearest given
+folder above it.
+
 Usage: check_layers.py --root DIR [--stamp FILE] [--depfile FILE]
                        --layer NAME:BELOW,BELOW ... [--generated NAME ...]
-                       [--sealed FOLDER:LAYER,LAYER ...]
+                       [--sealed FOLDER:LAYER,LAYER ...] [--client FOLDER ...]
+                       [--tests FOLDER:LAYER,LAYER ...]
 Exit 0 when the tree follows the table, 1 when it does not, 2 on bad usage.
 The root meson.build runs it before any layer is compiled (so a wrong-way
 include fails the build), and tests/layers/meson.build runs it as a test.
@@ -60,6 +71,47 @@ def layer_of(path, layers):
     return best
 
 
+def folder_of(path, folders):
+    """The longest folder of `folders` that holds `path`, or None."""
+    best = None
+    for folder in folders:
+        if path.startswith(folder + '/'):
+            if best is None or len(folder) > len(best):
+                best = folder
+    return best
+
+
+def check_outside(rel, lineno, inc, dirpath, root, layers, sealed, tested, own, is_test, problems):
+    """An #include of client or test code: public headers of every layer,
+    helpers under `own`, internals only of the layers in `tested`."""
+    target = layer_of(inc, layers)
+    if target is None:
+        if any(inc.startswith(o + '/') for o in own) or os.path.exists(os.path.join(dirpath, inc)):
+            if not (os.path.exists(os.path.join(root, inc)) or
+                    os.path.exists(os.path.join(dirpath, inc))):
+                problems.append(f'{rel}:{lineno}: #include "{inc}": no such header')
+            return
+        problems.append(f'{rel}:{lineno}: #include "{inc}": not a header of any layer or of '
+                        f'{" or ".join(o + "/" for o in own)}')
+        return
+    if not os.path.exists(os.path.join(root, inc)):
+        problems.append(f'{rel}:{lineno}: #include "{inc}": no such header')
+        return
+    if not is_test:
+        what = 'a program above the layers, public headers only'
+    else:
+        what = ('this test folder tests only ' + ', '.join(sorted(tested)) if tested
+                else 'this test folder tests no layer\'s internals')
+    if os.path.basename(inc).endswith('_internal.h') and target not in tested:
+        problems.append(f'{rel}:{lineno}: #include "{inc}": a header private to layer {target} '
+                        f'({what})')
+        return
+    for folder in sealed:
+        if inc.startswith(folder + '/') and target not in tested:
+            problems.append(f'{rel}:{lineno}: #include "{inc}": inside the sealed {folder}/ '
+                            f'({what}; {target} is reached through its own headers)')
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--root', required=True)
@@ -68,6 +120,11 @@ def main():
                     help='a header the build generates (any layer may include it)')
     ap.add_argument('--sealed', action='append', default=[],
                     help='FOLDER:LAYER,...: its headers only from its own layer and those')
+    ap.add_argument('--client', action='append', default=[],
+                    help='FOLDER: a program above every layer (public headers only)')
+    ap.add_argument('--tests', action='append', default=[],
+                    help='FOLDER:LAYER,...: test code, which may use the internals of the '
+                         'layers listed')
     ap.add_argument('--stamp')
     ap.add_argument('--depfile')
     args = ap.parse_args()
@@ -80,7 +137,16 @@ def main():
     for spec in args.sealed:
         folder, _, readers = spec.partition(':')
         sealed[folder.rstrip('/')] = {r for r in readers.split(',') if r}
-    tops = sorted({name.split('/')[0] for name in layers})
+    clients = [c.rstrip('/') for c in args.client]
+    tests = {}
+    for spec in args.tests:
+        folder, _, tested = spec.partition(':')
+        tests[folder.rstrip('/')] = {t for t in tested.split(',') if t}
+        for t in tests[folder.rstrip('/')]:
+            if t not in layers:
+                raise SystemExit(f'check_layers: --tests {spec!r}: {t} is not a layer')
+    test_tops = sorted({f.split('/')[0] for f in tests})
+    tops = sorted({name.split('/')[0] for name in layers} | set(clients) | set(test_tops))
 
     scanned, problems = [], []
     for top in tops:
@@ -93,6 +159,17 @@ def main():
                 rel = os.path.relpath(full, args.root).replace(os.sep, '/')
                 scanned.append(full)
                 layer = layer_of(rel, layers)
+                outside = folder_of(rel, list(tests)) or folder_of(rel, clients)
+                if layer is None and outside is not None:
+                    tested = tests.get(outside, set())
+                    own = ['tests'] if outside in tests else [outside]
+                    with open(full, encoding='utf-8', errors='replace') as fp:
+                        for lineno, line in enumerate(fp, 1):
+                            m = INCLUDE.match(line)
+                            if m and m.group(1) not in args.generated:
+                                check_outside(rel, lineno, m.group(1), dirpath, args.root, layers,
+                                              sealed, tested, own, outside in tests, problems)
+                    continue
                 if layer is None:
                     problems.append(f'{rel}: belongs to no layer (add its folder to md_layers '
                                     f'in meson.build)')

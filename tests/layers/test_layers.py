@@ -66,6 +66,34 @@ expect('the collector including a back end\'s header fails',
        run(tree({**back_end, 'collector/capture/y.c': '#include "kernels/cpu/cpu.h"\n'}),
            sealed + table_with_collector),
        1, 'collector/capture/y.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/')
+sealed_all = ['--sealed', 'kernels/cpu:']
+expect('the program including a back end\'s header fails',
+       run(tree({**back_end, 'calib/devices.c': '#include "kernels/cpu/cpu.h"\n'}), sealed_all),
+       1, 'calib/devices.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/')
+# Code outside the layers: the benchmarks (a client) and the tests.
+outside = {**back_end, 'kernels/cpu/cpu_internal.h': '', 'tests/test_util.h': '',
+           'tests/kernels/t.c': '#include "kernels/cpu/cpu.h"\n#include "kernels/cpu/cpu_internal.h"\n'
+                                '#include "tests/test_util.h"\n',
+           'tests/fit/t.c': '#include "fit/survival/km.h"\n#include "tests/test_util.h"\n',
+           'bench/b.c': '#include "kernels/kernels.h"\n#include "bench/b.h"\n', 'bench/b.h': ''}
+outside_args = sealed_all + ['--client', 'bench', '--tests', 'tests:', '--tests', 'tests/kernels:kernels']
+expect('tests using their own layer\'s internals and a client its public headers pass',
+       run(tree(outside), outside_args), 0, '')
+expect('the benchmarks including a back end\'s header fail',
+       run(tree({**outside, 'bench/c.c': '#include "kernels/cpu/cpu.h"\n'}), outside_args),
+       1, 'bench/c.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/ (a program above the layers')
+expect('the benchmarks including a private header fail',
+       run(tree({**outside, 'bench/c.c': '#include "io/plot/plot_internal.h"\n'}), outside_args),
+       1, 'bench/c.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot')
+expect('a test of another layer including a back end\'s header fails',
+       run(tree({**outside, 'tests/fit/u.c': '#include "kernels/cpu/cpu.h"\n'}), outside_args),
+       1, 'tests/fit/u.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/ (this test folder tests no layer')
+expect('a test including another layer\'s private header fails',
+       run(tree({**outside, 'tests/kernels/u.c': '#include "io/plot/plot_internal.h"\n'}), outside_args),
+       1, 'tests/kernels/u.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot (this test folder tests only kernels)')
+expect('a test including a missing helper fails',
+       run(tree({**outside, 'tests/fit/v.c': '#include "tests/nope.h"\n'}), outside_args),
+       1, 'tests/fit/v.c:1: #include "tests/nope.h": no such header')
 expect('a folder outside the table fails',
        run(tree({**base, 'io/newthing/x.c': '#include "io/base/error.h"\n'})),
        1, 'io/newthing/x.c: belongs to no layer')

@@ -1,25 +1,21 @@
-#include "calib/extract_job.h"
+#include "fit/extract/extract_stage.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/cli.h"
-#include "calib/fit_job.h"
-#include "io/base/output_guard.h"
 #include "io/base/atomic_file.h"
-#include "io/formats/calibration.h"
+#include "io/base/output_guard.h"
+#include "io/base/timestamp.h"
 #include "io/formats/events.h"
-#include "io/base/numfmt.h"
 #include "io/formats/run_dir.h"
 #include "io/formats/run_set.h"
 #include "md_build_config.h"
 
 typedef struct extract_state {
-  const md_extract_job *job;
+  const md_extract_options *job;
   md_run_set set;                /* the run directories, in merge order */
   bool *pinned;                  /* [n_regions] */
   md_region_table table;         /* names = set.regions */
@@ -64,11 +60,11 @@ static md_status write_row(void *user, const md_event_row *row, md_error *err) {
 
 static void show_progress(const extract_state *st, int pass, bool last) {
   if (!st->job->progress) return;
-  fprintf(stderr, "\r%s: %s %zu/%zu episodes", st->job->command,
-          pass == 1 ? "extracting" : "kappa, second pass:", st->episodes_done,
-          st->set.n_episodes);
-  if (last) fputc('\n', stderr);
-  fflush(stderr);
+  md_extract_progress progress = {.pass = pass,
+                                  .episodes_done = st->episodes_done,
+                                  .episodes_total = st->set.n_episodes,
+                                  .pass_done = last};
+  st->job->progress(st->job->context, &progress);
 }
 
 static md_status one_episode(extract_state *st, const md_run_info *run,
@@ -128,7 +124,7 @@ static md_status measure(extract_state *st, md_error *err) {
 /* ---- set-up ------------------------------------------------------------------------ */
 
 static md_status set_up(extract_state *st, md_error *err) {
-  const md_extract_job *job = st->job;
+  const md_extract_options *job = st->job;
   md_run_set_options options = {.allow_incomplete = job->allow_incomplete,
                                 .allow_partial = job->allow_partial,
                                 .traces_sha256 = job->expect_traces_sha256,
@@ -334,78 +330,21 @@ static md_status write_outputs(extract_state *st, const md_calibration *calibrat
   return status;
 }
 
-/* "%.*f" of a value, or "-" when it is not defined. */
-static const char *shown(char out[32], int digits, double value) {
-  if (isfinite(value)) snprintf(out, 32, "%.*f", digits, value);
-  else snprintf(out, 32, "-");
-  return out;
-}
-
-static const char *shown_g(char out[32], double value) {
-  if (isfinite(value)) snprintf(out, 32, "%.4g", value);
-  else snprintf(out, 32, "-");
-  return out;
-}
-
-static void report(const extract_state *st, const md_calibration *c, const char *calibration_path) {
-  if (st->job->quiet) return;
-  FILE *out = stderr;
-  fprintf(out, "%zu episodes, %" PRIu64 " tokens (%" PRIu64 " prompt, %" PRIu64 " decoded); "
-          "%s, tau %g, guard %ld\n", st->set.n_episodes, c->workload.tokens,
-          c->workload.prompt_tokens, c->workload.decoded_tokens, c->workload.estimand,
-          c->workload.tau, c->workload.guard);
-  fprintf(out, "%-12s %9s %9s %10s %7s %10s %10s\n", "region", "tokens", "observed", "refreshed",
-          "share", "mean a^", "event rows");
-  char share[32], mean[32], kappa[32], alpha[32];
-  for (size_t i = 0; i < c->n_regions; i++) {
-    const md_calibration_region *r = &c->regions[i];
-    fprintf(out, "%-12s %9" PRIu64 " %9" PRIu64 " %10" PRIu64 " %7s %10s %10" PRIu64 "%s\n",
-            r->name, r->tokens, r->observed_tokens, r->refreshed_tokens,
-            shown(share, 3, r->refreshed_share), shown(mean, 3, r->mean_relative_attention),
-            r->event_rows, r->pinned ? "  (pinned)" : "");
-  }
-  fprintf(out, "kappa %s (quantile %g of the attention EWMA, beta %g, over %" PRIu64
-          " unpinned token-steps, %d pass%s); alpha %s (median of %" PRIu64 " shares)\n",
-          shown_g(kappa, c->policy.kappa),
-          c->policy.quantile, c->policy.ewma_beta, c->policy.kappa_samples, c->policy.passes,
-          c->policy.passes == 1 ? "" : "es",
-          shown_g(alpha, c->policy.alpha),
-          c->policy.alpha_regions);
-  for (size_t i = 0; i < c->warnings.n; i++)
-    fprintf(out, MD_PROGRAM " %s: warning: %s\n", st->job->command, c->warnings.lines[i]);
-  fprintf(out, "wrote %s (%" PRIu64 " rows) and %s\n", st->job->events_path, st->rows,
-          calibration_path);
-}
-
-static void fill_outcome(const md_calibration *c, md_extract_outcome *outcome) {
-  if (!outcome) return;
-  *outcome = (md_extract_outcome){.episodes = (size_t)c->workload.episodes,
-                                  .tokens = c->workload.tokens,
-                                  .rows = c->events.rows,
-                                  .regions = c->n_regions,
-                                  .kappa = c->policy.kappa,
-                                  .alpha = c->policy.alpha,
-                                  .passes = c->policy.passes};
-}
-
-static int finish(extract_state *st, const char *calibration_path, md_extract_outcome *outcome) {
-  md_error err = {0};
+static md_status finish(extract_state *st, const char *calibration_path,
+                        md_extract_outcome *outcome, md_error *err) {
   md_attn_norm_result result;
-  md_status status = md_attn_norm_finish(st->norm, &result, &err);
-  if (status != MD_OK) return md_cli_report(&err);
-  md_calibration calibration;
-  status = build_calibration(st, &result, &calibration, &err);
-  if (status == MD_OK) status = write_outputs(st, &calibration, calibration_path, &err);
-  if (status == MD_OK) report(st, &calibration, calibration_path);
-  if (status == MD_OK) fill_outcome(&calibration, outcome);
-  md_calibration_free(&calibration);
+  md_status status = md_attn_norm_finish(st->norm, &result, err);
+  if (status != MD_OK) return status;
+  status = build_calibration(st, &result, &outcome->calibration, err);
+  if (status == MD_OK) status = write_outputs(st, &outcome->calibration, calibration_path, err);
+  outcome->rows = st->rows;
   md_attn_norm_result_free(&result);
-  return status == MD_OK ? MD_EXIT_OK : md_cli_report(&err);
+  return status;
 }
 
 /* Outputs never replace inputs or each other, nor land inside a run
  * directory (io/base/output_guard.h), checked before anything is read. */
-static md_status check_outputs(const md_extract_job *job, const char *calibration_path,
+static md_status check_outputs(const md_extract_options *job, const char *calibration_path,
                                md_error *err) {
   md_path_role outputs[] = {{job->events_path, "-o", false},
                             {calibration_path, "--calibration", false},
@@ -419,28 +358,37 @@ static md_status check_outputs(const md_extract_job *job, const char *calibratio
   return s;
 }
 
-int md_extract_job_run(const md_extract_job *job, md_extract_outcome *outcome) {
-  md_error err = {0};
-  char *calibration_path = job->calibration_path ? strdup(job->calibration_path)
-                                                 : md_extract_calibration_path(job->events_path);
-  if (!calibration_path) {
-    md_fail(&err, MD_E_NOMEM, "out of memory");
-    return md_cli_report(&err);
+void md_extract_options_init(md_extract_options *options) {
+  *options = (md_extract_options){.lifetimes = MD_LIFETIME_PARAMS_DEFAULT,
+                                  .norm = MD_ATTN_NORM_PARAMS_DEFAULT,
+                                  .settings = {.level = MD_REGIONS_LEVEL_DEFAULT,
+                                               .band = MD_KM_BAND_LOG}};
+}
+
+void md_extract_outcome_free(md_extract_outcome *outcome) {
+  if (!outcome) return;
+  md_calibration_free(&outcome->calibration);
+  free(outcome->calibration_path);
+  memset(outcome, 0, sizeof *outcome);
+}
+
+md_status md_extract(const md_extract_options *options, md_extract_outcome *outcome,
+                     md_error *err) {
+  memset(outcome, 0, sizeof *outcome);
+  outcome->calibration_path = options->calibration_path
+                                  ? strdup(options->calibration_path)
+                                  : md_extract_calibration_path(options->events_path);
+  if (!outcome->calibration_path) return md_fail(err, MD_E_NOMEM, "out of memory");
+  extract_state st = {.job = options};
+  md_status status = check_outputs(options, outcome->calibration_path, err);
+  if (status == MD_OK) {
+    status = set_up(&st, err);
+    if (status != MD_OK) md_error_blame_input(err); /* the run directories and settings were being checked */
   }
-  extract_state st = {.job = job};
-  int exit_code;
-  if (check_outputs(job, calibration_path, &err) != MD_OK) {
-    exit_code = md_cli_report(&err);
-  } else if (set_up(&st, &err) != MD_OK) {
-    md_error_blame_input(&err);  /* the run directories and settings were being checked */
-    exit_code = md_cli_report(&err);
-  } else if (md_atomic_open(&st.events_file, job->events_path, &err) != MD_OK ||
-             measure(&st, &err) != MD_OK) {
-    exit_code = md_cli_report(&err);
-  } else {
-    exit_code = finish(&st, calibration_path, outcome);
-  }
+  if (status == MD_OK) status = md_atomic_open(&st.events_file, options->events_path, err);
+  if (status == MD_OK) status = measure(&st, err);
+  if (status == MD_OK) status = finish(&st, outcome->calibration_path, outcome, err);
   tear_down(&st);
-  free(calibration_path);
-  return exit_code;
+  if (status != MD_OK) md_extract_outcome_free(outcome);
+  return status;
 }
