@@ -135,17 +135,17 @@ static double triad_gbs(int threads) {
  * of all. A decode step reads its weights and writes almost nothing, so
  * this is its limit where the triad's (which also writes, and counts its
  * stores once where a CPU without streaming stores reads each line before
- * writing it) is lower: on an AMD Zen 5 (2 cores) our BF16 decode read its
- * weights at 67.6 GB/s in a run whose triad and sgemv read 48.7 and 52.3.
+ * writing it) is lower: on an AMD Zen 5 our BF16 decode read its weights
+ * 1.3-1.4x as fast as the triad and the sgemv of the same run.
  * Plain GCC vectors: the loads are what is measured, at any vector width. */
 typedef float md_v16 __attribute__((vector_size(64)));
 
 /* A way of reading: each thread's share cut into `streams` parts read
  * side by side, each with a software prefetch `ahead` floats on (0: the
- * hardware prefetchers alone). Which is fastest differs by CPU and moment:
- * on the Zen 5, 1 GiB on 2 threads, one stream alone read 35 GB/s where
- * two with a prefetch 2 KiB ahead read 47.7, the way our GEMV reads its
- * four rows (kernels/cpu/matvec.c); a limit must be the best of them. */
+ * hardware prefetchers alone). Which is fastest differs by CPU and moment
+ * (on the Zen 5, two streams with a prefetch 2 KiB ahead, the way our GEMV
+ * reads its rows, read about 1.4x as fast as one stream alone); a limit
+ * must be the best of them. */
 typedef struct read_pattern {
   int streams, ahead;
 } read_pattern;

@@ -136,12 +136,12 @@ static int parse_options(int argc, char **argv, fit_options *options) {
  * sort's scratch, the Kaplan-Meier curve and its quantiles, the risk sets).
  * glibc serves blocks above its mmap threshold (dynamic, 128 KiB up to
  * 32 MiB) with fresh mappings and unmaps them on free, so every such array
- * faults in newly zeroed pages: on 10 million distinct times that was
- * 1.5-1.8 s of system time out of 10-12 s. Kept in the heap instead (up to
- * 32 MiB a block, glibc's largest threshold; freed memory kept for reuse up
- * to 512 MiB), the same run took 0.7 s of system time, its peak memory
- * 658 -> 710 MiB. Process-wide settings, so made here and not in the
- * library, and only when the user has not set glibc's own. */
+ * faults in newly zeroed pages (on 10 million distinct times, about a
+ * seventh of the run). Kept in the heap instead (up to 32 MiB a block,
+ * glibc's largest threshold; freed memory kept for reuse up to 512 MiB),
+ * for less system time at some cost in peak memory. Process-wide settings,
+ * so made here and not in the library, and only when the user has not set
+ * glibc's own. */
 static void keep_freed_memory(void) {
 #ifdef __GLIBC__
   /* Settings the user made through glibc's own variables stand. */

@@ -17,16 +17,13 @@
  *     7 goes as 4 + 3), each value vector loaded once per pass and
  *     multiplied by each head's weight (broadcast).
  * Both prefetch what they read next: the block comes from memory (the
- * step's weights evicted the cache), and alone the hardware prefetchers
- * kept the keys' one stream and the values' first column pass (16 floats
- * of every row, a whole row apart) at about 10 GB/s on one core of a Zen 5.
- * With the keys 8 KiB ahead and the value rows 16 rows ahead (into L2, so
- * the later column passes find them there), `inference_bench attention`
- * on 2 threads of that Zen 5 (MEMDECAY_CPU_KERNELS=avx2, 4,096 keys,
- * alternating): Qwen2.5-0.5B's heads 16.3-18.4 -> 26.4-27.6 GB/s, 1.5B's
- * 16.8-17.7 -> 28.0-29.6; on one core, scores 10 -> 24-30 GB/s and values
- * 8-9 -> 14-15 (keys 2 or 4 KiB ahead, or value rows 32 or 64 ahead, did
- * no better there).
+ * step's weights evicted the cache), and the hardware prefetchers alone
+ * do not run far enough ahead of the keys' one stream and the values'
+ * first column pass (16 floats of every row, a whole row apart). The keys
+ * go 8 KiB ahead and the value rows 16 rows ahead, into L2 so that the
+ * later column passes find them there: on a Zen 5 that made decode
+ * attention read its cache 1.5-1.7x as fast (`inference_bench attention`),
+ * and shorter or longer distances did no better.
  * Sums run in a fixed order, independent of threads. The AVX-512 versions
  * are in avx512.c; the portable path keeps sgemm. */
 #include <stdbool.h>

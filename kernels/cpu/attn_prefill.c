@@ -6,8 +6,7 @@
  * spends a third of the time outside its kernel: zeroing the score matrix
  * before accumulating into it (beta = 0), packing both operands on every
  * call, and the caller copying the stacked queries in and the outputs out.
- * A profile of one layer at 1,700 tokens: 90 GFLOP/s against the 150 of
- * the projections' sgemm, 12% of the prefill. Here:
+ * Here:
  *   - the queries and the scores' rows are the broadcast operand, read in
  *     place through one pointer per row, so the tile's rows (the group's
  *     heads stacked, each a run of positions) need no copy, and the outputs
@@ -23,9 +22,9 @@
  *   - the values' product runs chunk of MD_VALUE_CHUNK keys by chunk,
  *     every block of rows over the chunk in turn, so that the chunk's
  *     values (16 KiB) are read from L1 by all the tile's rows (block by
- *     block over all the keys, each block read the whole 435 KiB of a
- *     1,700-token head's values from L2: 0.74 of the FMA peak on a Zen 3,
- *     0.83 now); the running sums wait in the output rows between chunks;
+ *     block over all the keys, each block would read the whole 435 KiB of
+ *     a 1,700-token head's values from L2); the running sums wait in the
+ *     output rows between chunks;
  *   - causality: a block of rows computes scores only up to its longest
  *     row's visible keys and multiplies values only up to them (the
  *     softmax has zeroed each row beyond its own), so the diagonal of the

@@ -251,10 +251,9 @@ MD_AVX512_INLINE __m512 sum_lanes16(const __m512 a[16]) {
  * prefetched as each 16 begin, as values_rows prefetches its rows: the
  * cache is read from memory (the weights of the step before evicted it),
  * one sequential stream per thread, which the hardware prefetchers alone
- * kept at 8.4-9.0 GB/s on one core of an Intel Xeon with AVX-512 (7 heads
- * of 64 over 4,096 keys, 200 caches in turn); with the prefetches 10.6
- * (scores; 32 keys ahead 10.2, 128 9.6) and 11.1 (values; into L2 64 rows
- * ahead; into L1 16-64 rows ahead 10.1). */
+ * do not keep at the memory's rate. 16 keys ahead (and the values' rows 64
+ * ahead, into L2) measured best on an Intel Xeon: about 1.2x as fast as
+ * without, where 32 or 128 keys ahead, or the rows into L1, gained less. */
 MD_AVX512 void md_avx512_decode_scores(float *scores, int64_t ld, const float *q, int group,
                                        const float *keys, int64_t len, int hd, float scale) {
   const __m512 vscale = _mm512_set1_ps(scale);
@@ -327,14 +326,12 @@ MD_VALUES_AVX512(7)
 /* `g` heads over whole value rows of NV * 16 floats (head_dim 64 or 128):
  * each row is read once per pass in order, where values_g reads 32 columns
  * of every row per pass (a quarter of a 128-float row, 512 bytes apart, so
- * the first pass over a block pulled it from memory at a stride the
- * prefetchers follow badly: decode attention at 1,700 tokens read its
- * cache at a third of the weights' rate). One core of a Zen 4, 56 planes
- * of 1,700 value rows (49 MB, from memory): head_dim 128 / 6 heads 10.1-12.6
- * ms -> 4.0-4.1 ms, head_dim 64 / 7 heads 2.2-2.7 -> 1.9 ms. The same FMA
- * chains in the same order as values_g: the same bits (compared whole for
- * groups of 1-7, 9 and 14 heads, 1 to 300 keys). g * NV accumulators + g weights + one
- * row vector fit the 32 registers for (NV, g) = (4, 6) and (8, 3). */
+ * the first pass over a block pulls it from memory at a stride the
+ * prefetchers follow badly: on a Zen 4, whole rows read a 1.5B-shaped
+ * cache's values 2.5-3x as fast). The same FMA chains in the same order as
+ * values_g: the same bits (compared whole for groups of 1-7, 9 and 14
+ * heads, 1 to 300 keys). g * NV accumulators + g weights + one row vector
+ * fit the 32 registers for (NV, g) = (4, 6) and (8, 3). */
 MD_AVX512_INLINE void values_rows(float *out, const float *p, int64_t ld, int g,
                                   const float *values, int64_t len, int nv) {
   __m512 acc[6][8];
@@ -436,12 +433,10 @@ MD_AVX512 void md_avx512_decode_values(float *out, const float *p, int64_t ld, i
  * for 12. Scores take four 16-key panels at a time and then the 1 to 3
  * left, so a block computes at most 15 keys past its longest row's visible
  * ones (as the 16-key panels always did); values take 64 columns of
- * head_dim at a time, then 32, then 16. On an Intel Xeon with AVX-512 (one
- * core, a 1,700-token prompt's 7 heads of 64 for one KV head, tiles of 64
- * positions, aligned operands): scores 169-176 -> 199-210 GFLOP/s, values
- * 139-147 -> 183-191 (of about 245 a core). Going key chunk by key chunk
- * over all the blocks instead (the AVX2 order: the chunk's values stay in
- * L1) was slower here at every chunk of 32 to 256 keys: 148-184. */
+ * head_dim at a time, then 32, then 16. On an Intel Xeon the wider blocks
+ * made the scores about 1.2x and the values about 1.3x as fast; going key
+ * chunk by key chunk over all the blocks instead (the AVX2 order: the
+ * chunk's values stay in L1) was slower there at every chunk size tried. */
 MD_AVX512_INLINE int64_t most_visible(const int64_t *visible, int64_t r, int g) {
   int64_t most = 0;
   for (int i = 0; i < g; i++) most = visible[r + i] > most ? visible[r + i] : most;
@@ -661,15 +656,10 @@ MD_AVX512 static void gemm_pack_w(float *dst, const void *w, int dtype, int64_t 
  * (GCC keeps an array of them in memory).
  *
  * Unlike the AVX2 item, the next x panel's lines are not prefetched during
- * the first W panel's run: on an Intel Xeon with AVX-512 (2 cores; 1,700 x
- * 896 x 4,864, 4,864 x 896 and 896 x 896 products, F32 weights from
- * memory) the products ran at 290-300 GFLOP/s with those prefetches (290-301
- * with them into L2) and at 316-333 without, level with OpenBLAS's SkylakeX
- * sgemm (301-323) on the same shapes, alternating. On an AMD Zen 5 (2
- * cores) a whole 0.5B / 1.5B prompt ran 1.01-1.09x as fast on it as on
- * OpenBLAS's Cooperlake kernels (bench/llama_cpp_bench.sh), so it is the
- * default on the avx512 path of an AMD Zen 5 or later (md_cpu_gemm in
- * cpu.h). */
+ * the first W panel's run: on an Intel Xeon the products ran 8-10%
+ * slower with those prefetches (into L1 or L2) than without. Which GEMM
+ * multiplies a prompt on the avx512 path, this or OpenBLAS's sgemm, is
+ * md_cpu_gemm's choice (cpu.h). */
 MD_AVX512 static void gemm_micro_kernel(float *y, int64_t ldy, const float *const *a,
                                         const float *b, int64_t kc, int mr, int nr,
                                         const float *bias, bool first) {

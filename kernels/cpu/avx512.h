@@ -19,24 +19,16 @@
 /* How far ahead the matrix-vector kernels (these and matvec.c's AVX2 ones)
  * prefetch each stream of 16-bit weights, in bytes: the rows of a bf16
  * matrix are too short for the hardware prefetchers to run far enough
- * ahead. On an Intel Xeon with AVX-512 (2 cores), Qwen2.5-0.5B's bf16 rows
- * streamed at 26.1-26.4 GB/s without a prefetch, against 29.5 for its f32
- * ones; with one 256 / 512 / 1,024 / 2,048 bytes ahead, at 27.3 / 27.6 /
- * 30.2 / 29.5 GB/s on the AVX-512 path and - / 28.7 / 30.5 / 31.2 on the
- * AVX2 path (the means of 28 passes over all 24 layers' matrices and the
- * tied head, 989 MB, alternating builds). f32 rows stream at the limit
- * without it and go without. A prefetch never faults, so reading ahead of
- * the last row is harmless.
+ * ahead. On an Intel Xeon's AVX-512 path 1,024 bytes measured best (bf16
+ * rows about 1.15x as fast as without, level with f32 rows; 256, 512 and
+ * 2,048 less). f32 rows stream at the limit without it and go without. A
+ * prefetch never faults, so reading ahead of the last row is harmless.
  *
- * On an AMD Zen 5 (2 cores) twice as far was better: the same 989 MB of
- * bf16 rows at 63.3-65.4 GB/s with 2,048 bytes against 61.8-64.5 with
- * 1,024 (60.0-62.7 without; f32 rows of the same bytes 69.0-70.8), and
- * `inference_bench depth` decoding 63.5-64.2 tok/s against 61.1-61.2,
- * fastest steps 66.9-67.6 against 63.5-64.5 (alternating builds, the
- * quiet minutes of a shared machine). The _far kernels below prefetch
- * MD_MATVEC_PREFETCH_FAR_BYTES ahead; md_cpu_matvec runs them on an AMD
- * Zen 5 or later (md_cpu_amd_zen5_or_later_once), these on the others: a
- * Zen 4 was measured with these (0.92-1.0 of its bandwidth in BF16). */
+ * On an AMD Zen 5 twice as far was better (bf16 rows about 1.02x and
+ * decode steps about 1.04x as fast as with 1,024). The _far kernels below
+ * prefetch MD_MATVEC_PREFETCH_FAR_BYTES ahead; md_cpu_matvec runs them on
+ * an AMD Zen 5 or later (md_cpu_amd_zen5_or_later_once), these on the
+ * others: a Zen 4 was measured with these. */
 #define MD_MATVEC_PREFETCH_BYTES 1024
 #define MD_MATVEC_PREFETCH_FAR_BYTES 2048
 

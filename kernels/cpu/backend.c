@@ -35,13 +35,11 @@ struct md_kbuf {
 };
 
 /* A 2-D weight's resident copy. Why not read the tensor where it lies: on
- * an Intel Xeon with AVX-512 (2 cores), decode's matrix-vector kernels
- * streamed Qwen2.5-0.5B's f32 weights at 28.3-28.8 GB/s from the
- * safetensors file's private mapping (page cache pages) and at 32.9-33.3
- * GB/s from a copy in anonymous memory (bf16: 31.3-32.8 against 33.6-34.3;
- * same kernels and matrices, alternating; transparent huge pages or a
- * line-aligned start made no difference either way). The mapping's pages
- * are dropped from the resident set as each tensor is copied
+ * an Intel Xeon, decode's matrix-vector kernels streamed f32 weights about
+ * 15% faster from anonymous memory than from the safetensors file's
+ * private mapping (page cache pages), whatever the pages' size or the
+ * start's alignment (on an AMD Zen 5 the two are level). The mapping's
+ * pages are dropped from the resident set as each tensor is copied
  * (md_tensor_drop_pages), so the process holds the weights once. */
 typedef struct resident_copy {
   const void *host; /* the tensor's data */
@@ -308,7 +306,7 @@ static void cpu_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const 
  * then times the weight. The sum of squares is accumulated in double, a
  * little more exact than torch's fp32 reduction (each square is exact in
  * double), in four running sums: one chain of dependent double additions
- * took 4 cycles an element, 60 ms of a 0.5B model's 1,700-token prompt. */
+ * waits the addition's latency (4 cycles) at every element. */
 static void rmsnorm_row(float *out, const float *x, const float *weight, int64_t dim, float eps) {
   double sums[4] = {0.0, 0.0, 0.0, 0.0};
   int64_t j = 0;
@@ -510,12 +508,9 @@ static void gemm_f32(cpu_kernels *c, const float *x, int64_t n, int64_t cols,
 }
 
 /* Whether a product goes to our float32 GEMM (gemm_f32.h): md_cpu_gemm
- * resolved (by default the avx2 path and an AMD Zen 5's avx512 path; the
- * other avx512 paths keep OpenBLAS, level with ours on an Intel Xeon), a
- * prompt; every weight dtype. On a
- * Zen 3 with OpenBLAS's Zen core it runs F32 products at 1.00-1.04x
- * sgemm's rate alone and runs groups in one parallel region; F16/BF16
- * weights are widened as they are packed instead of into a tile first. */
+ * resolved (by default the avx2 path and an AMD Zen 5's avx512 path, cpu.h
+ * says why), a prompt; every weight dtype (F16/BF16 weights are widened
+ * as they are packed instead of into a tile first; gemm_f32.c). */
 static bool f32_product(const cpu_kernels *c, int64_t n) {
   return c->own_gemm && n >= MD_GEMM_MIN_ROWS;
 }

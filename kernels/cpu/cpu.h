@@ -26,15 +26,13 @@ typedef enum md_cpu_kernels {
  * setting, kernels/device.h). Decode rows are matrix-vector products
  * either way, and --bf16-gemm's BF16 products are its own. */
 typedef enum md_cpu_gemm {
-  MD_CPU_GEMM_AUTO = 0, /* ours on the avx2 path (measured faster there: 1.00-1.04x
-                           sgemm alone, more in groups of one x) and on the
-                           avx512 path of an AMD Zen 5 or later (a Zen 5's
-                           prompt 1.01-1.09x as fast as on OpenBLAS's
-                           Cooperlake kernels; md_cpu_amd_zen5_or_later);
-                           OpenBLAS on the other avx512 paths (an Intel
-                           Xeon: ours 0.84-1.00x its SkylakeX kernels; a
-                           Zen 4: measured on Cooperlake's, not on ours;
-                           bench/README.md) and on the portable one */
+  MD_CPU_GEMM_AUTO = 0, /* ours where it measured faster than OpenBLAS's
+                           sgemm: the avx2 path, and the avx512 path of an
+                           AMD Zen 5 or later (md_cpu_amd_zen5_or_later);
+                           OpenBLAS on the other avx512 paths (ours not
+                           reliably faster on the Intel Xeons measured; a
+                           Zen 4 measured on OpenBLAS only) and on the
+                           portable one. bench/README.md has the figures. */
   MD_CPU_GEMM_OWN,      /* ours (gemm_f32.h) on the avx2 or avx512 path */
   MD_CPU_GEMM_BLAS,     /* OpenBLAS's sgemm on every path */
 } md_cpu_gemm;
@@ -43,11 +41,9 @@ typedef enum md_cpu_gemm {
  * kernels/device.h). Either way the products are the same bits. */
 typedef enum md_cpu_weights {
   MD_CPU_WEIGHTS_COPY = 0, /* a copy in this process's memory, the mapped
-                              file's pages dropped as each is copied: the
-                              decode step's weights streamed 15% faster so
-                              on an Intel Xeon (backend.c; within 3% on an
-                              AMD Zen 5), but each process holds its own
-                              copy */
+                              file's pages dropped as each is copied:
+                              faster to stream on some CPUs (backend.c),
+                              but each process holds its own copy */
   MD_CPU_WEIGHTS_MAPPED,   /* where the tensor lies (the checkpoint's
                               mapping): processes of one machine on one
                               checkpoint share its page cache, for example
@@ -59,8 +55,10 @@ typedef struct md_cpu_options {
   md_cpu_kernels kernels; /* 0 = the best this CPU runs */
   bool bf16_gemm;         /* the prompt's products of BF16 weights with
                              AVX-512 BF16 (kernels/cpu/gemm_bf16.h): the
-                             activations rounded to bf16, about 1.7 times
-                             the float32 sgemm's rate; off: float32, HF's
+                             activations rounded to bf16; faster where
+                             vdpbf16ps runs at twice the FMA rate (AMD Zen
+                             4 and 5), slower where at half (the Intel
+                             Xeons measured); off: float32, HF's
                              arithmetic. Other dtypes and decode steps are
                              float32 either way. */
   md_cpu_gemm gemm;       /* 0 = auto */

@@ -16,9 +16,8 @@
 /* Scratch and buffers the kernels stream through start on a cache line:
  * glibc's malloc hands out large blocks 16 bytes past a page boundary
  * (its chunk header), and then every 64-byte AVX-512 load of them spans
- * two lines. On an Intel Xeon with AVX-512 (2 cores) the prompt
- * attention's scores product ran at 139-143 GFLOP/s per core from such a
- * block and at 169-176 from an aligned one (same keys, same kernel).
+ * two lines (on an Intel Xeon the prompt attention's scores product ran
+ * about 1.2x as fast from an aligned block).
  * md_cpu_alloc: `bytes` (not zeroed) at a multiple of MD_CPU_ALIGN, freed
  * with md_cpu_free (not free); NULL when out of memory. */
 #define MD_CPU_ALIGN 64

@@ -32,18 +32,16 @@
  *   (14 rows measured a little faster than 12 on a Zen 4; noisy).
  *   Each tile is summed over a whole K block in registers and stored once
  *   per block. Blocking K short (the BLIS way, 256 columns at a time with
- *   the panel in L1) made every block load and store the tile again, and
- *   with y 35 KiB a row (1.5B's 8,960 outputs) those loads missed the
- *   caches on the critical path: full-K panels ran 1.1-1.4 times as fast
- *   on a Zen 4 (alternating, Qwen2.5-0.5B's and 1.5B's prompt shapes); 4
- *   panels per x panel and long K blocks another 1.03-1.05 times on the
- *   1.5B prompt (15.4 s against 16.1-18.4 s, alternating).
+ *   the panel in L1) makes every block load and store the tile again, and
+ *   with y 35 KiB a row (1.5B's 8,960 outputs) those loads miss the caches
+ *   on the critical path (full-K panels measured 1.1-1.4x as fast on a
+ *   Zen 4).
  * - Prefetches: while the first W panel runs against an x panel, the next
  *   x panel is fetched into L2 (a line per pair), and each tile's lines of
  *   y are fetched for writing before its sums start (y's rows are far
- *   apart and were missing on the final stores): streaming x from L3 ran
- *   at 0.85-0.9 of the micro-kernel's rate on L2-resident panels, 0.93-0.96
- *   with the prefetch (one core, a Zen 4, alternating).
+ *   apart and miss on the final stores otherwise): on a Zen 4 that took a
+ *   product streaming x from L3 from 0.85-0.9 to 0.93-0.96 of the
+ *   micro-kernel's rate on L2-resident panels.
  * - Work items are handed to threads as they come free (OpenMP dynamic);
  *   there are at least 4 per thread, splitting x's rows when the output is
  *   narrow. Products of one x (q, k and v; gate and up:

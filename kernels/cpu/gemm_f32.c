@@ -3,28 +3,19 @@
  * (matmul, and matmul_shared's groups of one x: q, k and v; gate and up),
  * whatever the weights' dtype, in place of cblas_sgemm (and, for F16 or
  * BF16 weights, of a weight tile widened to float32 before it); on the
- * avx512 path the same when MEMDECAY_CPU_GEMM=own asks, the items then run
- * by the AVX-512 micro-kernel of avx512.c (12 x 32 tiles, the same sums in
- * the same order; the plan and threads here).
+ * avx512 path the same where md_cpu_gemm chooses it (cpu.h), the items then
+ * run by the AVX-512 micro-kernel of avx512.c (12 x 32 tiles, the same sums
+ * in the same order; the plan and threads here).
  *
- * Why our own: on an AMD Zen 3 with Debian's OpenBLAS 0.3.21 (core Zen,
- * its Haswell kernels) a 1,700-token prompt spent 72% of its time in
- * OpenBLAS's sgemm kernel at about 0.8 of the FMA peak, 9% packing the
- * operands again on every call (the weights converted to a float32 tile
- * first when they are BF16 or F16, then packed by sgemm) and scaling C for
- * the bias (or zeroing it), and 8% in its threads' hand-offs
- * (sched_yield). Alone, a product here runs 1.00-1.04x sgemm's rate on the
- * 0.5B shapes (F32 weights read from memory, as in the model; alternating,
- * 2 threads: 1,700 x 4,864 x 896 191 against 185 GFLOP/s, 0.94 of the
- * FMA peak); products of one x gain what sgemm cannot share: the narrow
- * k and v products (128 outputs, which sgemm runs at 0.7 of the wide ones'
- * rate) in the same list of work items as q, one parallel region and one
- * hand-off per group (1.03-1.18x on q/k/v and gate/up). BF16 weights are
+ * Why our own: a product alone runs here at about sgemm's rate (1.00-1.04x
+ * on a Zen 3); the gain is in what sgemm does around its kernel on every
+ * call. It packs both operands again (F16/BF16 weights widened into a
+ * float32 tile first), scales or zeroes C for the bias, hands off between
+ * its threads once per product, and runs the narrow k and v products (128
+ * outputs) at a lower rate than the wide ones. Here F16/BF16 weights are
  * widened as they are packed, the bias is added as the tiles are stored,
- * and x is not packed at all. In the model (0.5B, 1,700 tokens, Zen 3,
- * best of 4 alternating): BF16 10.86 -> 9.54 s with the groups here; F32
- * with every product here 7.86 -> 7.67 s, and 7.41 -> 7.34 s with x read
- * in place (a quieter hour).
+ * x is not packed at all, and the products of one x share one list of
+ * work items, one parallel region and one hand-off.
  *
  * Blocking (as BLIS lays out a GEMM, with the weights in the role of its B):
  *   y[n, out] = x[n, K] W[out, K]^T.
@@ -34,9 +25,8 @@
  *   K block's columns (at most 24 KiB) stay in L1 while the item's W
  *   panels pass over them; the next panel's lines are prefetched during
  *   the first W panel's run. Packing x first, in 6-row column-interleaved
- *   panels as BLIS does, cost a pass over x and measured 1-2% slower in
- *   the model. Rows beyond n repeat the panel's first row and are never
- *   stored.
+ *   panels as BLIS does, costs a pass over x (1-2% slower in the model).
+ *   Rows beyond n repeat the panel's first row and are never stored.
  * - W is packed per work item and K block, in panels of NR = 16 output
  *   rows: for each column c, the 16 rows' W[., c] (one transpose, 8 x 8 at
  *   a time in registers, with the F16/BF16 widening folded into the loads).
@@ -49,13 +39,12 @@
  *   the 0.5B down projection's 4,864 five). The blocks run one after another, each with
  *   all its items: the block's columns of x (1,700 rows: 7 MiB at most)
  *   stay in L3 while every item's W panels pass over them (items running
- *   all their blocks in turn read the whole of x, 33 MB for the down
- *   projection, from memory once per 64 outputs: 0.95 of sgemm's rate
- *   there, 1.0 block by block). The tile of y is stored once per block (the
- *   first block adds the bias, later ones add to y). On a Zen 3, blocks of
- *   1,024 columns with 4 panels measured best (512 x 8 and 768 x 4 0.95
- *   and 0.99 as fast, and K = 896 in two blocks slower: the extra passes
- *   over y and x cost more than the panels' fit in L1 gains).
+ *   all their blocks in turn would read the whole of x, 33 MB for the down
+ *   projection, from memory once per 64 outputs). The tile of y is stored
+ *   once per block (the first block adds the bias, later ones add to y).
+ *   Blocks of 1,024 columns with 4 panels measured best on a Zen 3: smaller
+ *   blocks, or K = 896 in two, cost more in extra passes over y and x than
+ *   the panels' fit in L1 gains.
  * - The weights are read from memory (the model's are too large for L3):
  *   the packing prefetches each row 64 elements ahead, which hides the
  *   latency that the eight rows read together otherwise expose (about 2%

@@ -61,10 +61,8 @@
 #              check --probes 1 --retention 0.05 passes
 #   suite      meson test (the device suite, or all with --full-suite)
 #              passes on this machine
-# Time on an H200 (16 cores) from a bundle: about 85 s in all (kernels 6 s,
-# faults and fixtures 2 s, checkpoint 3 s, 1.5B parity 10 s, eviction on
-# CPU and GPU 15 s, benchmarks 15 s, HF 20 s, the device suite 6 s); a
-# build adds 1-2 min.
+# A run from a bundle takes about a minute and a half on an H200
+# (tests/gpu/README.md has the steps' times); a build adds 1-2 min.
 set -u
 cd "$(dirname "$0")/../.."
 root=$PWD

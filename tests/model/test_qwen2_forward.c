@@ -36,8 +36,7 @@
  * values before P V, so its outputs, the KV cache and everything after
  * move by about 1e-3 relative (kernels/cpu/gemm_bf16.h); bounds 3 to 4
  * times the errors measured on the BF16 checkpoint (logits 0.035 prompt /
- * 0.020 decode, attention weights 0.0067 / 0.0074, column sums 0.0087 on a
- * Zen 4; 0.037 / 0.021, 0.0045 / 0.0051, 0.0097 with P V in float32). A
+ * 0.020 decode, attention weights 0.0067 / 0.0074, column sums 0.0087). A
  * fault in the products (a block of K dropped, truncation for rounding)
  * moves them by 0.1 to 10. */
 #define BF16_LOGIT_TOL 0.15
