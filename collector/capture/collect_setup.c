@@ -112,6 +112,7 @@ static md_status resolve_layers(collect_run *run, md_error *err) {
   run->layer_end = end;
   run->page_size = run->options->page_size > 0 ? (size_t)run->options->page_size
                                                : MD_POLICY_PAGE_SIZE_DEFAULT;
+  run->tokens_options.chat = run->config->family->chat;
   run->tokens_options.max_steps = run->options->max_steps;
   run->tokens_options.vocab_size = (size_t)run->config->vocab_size;
   /* planning refuses an episode that cannot fit before tokenising all of it */
@@ -319,7 +320,7 @@ static md_status new_record(collect_run *run, md_error *err) {
       .version = MD_VERSION,
       .created = o->reproducible ? NULL : created,
       .model = {.path = o->model_dir, .name = md_model_dir_name(o->model_dir, name, sizeof name),
-                .architecture = "Qwen2ForCausalLM", .config_sha256 = c->config_sha256,
+                .architecture = c->family->hf_architectures[0], .config_sha256 = c->config_sha256,
                 .dtype = md_dtype_name(md_qwen2_model_weights(run->model)->dtype),
                 .layers = c->num_hidden_layers, .heads = c->num_attention_heads,
                 .kv_heads = c->num_key_value_heads, .hidden = c->hidden_size,

@@ -68,7 +68,9 @@ typedef struct eval_state {
   md_policy_config policy_config;
   bool have_policy_config;
   int page_size;
-  int32_t im_end, end_of_text;
+  const md_chat_format *chat;  /* the model family's: how a probe is asked */
+  int32_t stops[8];            /* ids that end an answer (the format's stop tokens) */
+  size_t n_stops;
   md_policy_kind policies[MD_EVAL_MAX_POLICIES];
   size_t n_policies;
   md_policy *policy[MD_EVAL_MAX_POLICIES];
@@ -157,12 +159,23 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   md_device_options device = {.device = o->device ? o->device : "cpu", .threads = o->threads,
                               .exact_gemm = o->exact_gemm, .bf16_gemm = o->bf16_gemm};
   if ((s = md_device_open(&device, &st->kernels, err)) != MD_OK) return s;
-  st->im_end = md_tokenizer_added_id(st->tokenizer, "<|im_end|>");
-  st->end_of_text = md_tokenizer_added_id(st->tokenizer, "<|endoftext|>");
-  if (st->im_end < 0 || md_tokenizer_added_id(st->tokenizer, "<|im_start|>") < 0)
-    return md_fail(err, MD_E_UNSUPPORTED,
-                   "%s/tokenizer.json: no added tokens <|im_start|> and <|im_end|>: eval asks its "
-                   "probes as ChatML turns (Qwen2/Qwen2.5)", o->model_dir);
+  /* Probes are asked as turns of the family's chat format: its markup must
+   * be in the tokenizer, and its first stop token. */
+  st->chat = st->config->family->chat;
+  for (size_t i = 0; st->chat->markup_tokens[i]; i++)
+    if (md_tokenizer_added_id(st->tokenizer, st->chat->markup_tokens[i]) < 0)
+      return md_fail(err, MD_E_UNSUPPORTED,
+                     "%s/tokenizer.json: no added token %s: eval asks its probes as %s turns (the "
+                     "%s family's format)", o->model_dir, st->chat->markup_tokens[i],
+                     st->chat->name, st->config->family->name);
+  for (size_t i = 0; st->chat->stop_tokens[i] && st->n_stops < sizeof st->stops / sizeof st->stops[0]; i++) {
+    int32_t id = md_tokenizer_added_id(st->tokenizer, st->chat->stop_tokens[i]);
+    if (id >= 0) st->stops[st->n_stops++] = id;
+    else if (i == 0)
+      return md_fail(err, MD_E_UNSUPPORTED, "%s/tokenizer.json: no added token %s, which ends "
+                     "an answer in the %s format", o->model_dir, st->chat->stop_tokens[i],
+                     st->chat->name);
+  }
   return MD_OK;
 }
 
@@ -258,15 +271,14 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
                        "so its fact cannot be recalled", i, probe->region);
       break;
     }
-    static const char head[] = "<|im_end|>\n<|im_start|>user\n";
-    static const char tail[] = "<|im_end|>\n<|im_start|>assistant\n";
-    size_t qlen = strlen(probe->question);
-    char *text = malloc(sizeof head + qlen + sizeof tail);
+    const char *head = st->chat->question_head, *tail = st->chat->question_tail;
+    size_t size = strlen(head) + strlen(probe->question) + strlen(tail) + 1;
+    char *text = malloc(size);
     if (!text) {
       s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
       break;
     }
-    snprintf(text, sizeof head + qlen + sizeof tail, "%s%s%s", head, probe->question, tail);
+    snprintf(text, size, "%s%s%s", head, probe->question, tail);
     md_tokens_clear(&tokens);
     md_error inner;
     s = md_tokenizer_encode(st->tokenizer, text, strlen(text), &tokens, &inner);
@@ -340,7 +352,8 @@ static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *
     return episode_fail(err, MD_E_INVALID, ep,
                         "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))");
   /* max_positions: a prompt that cannot fit is refused without tokenising it all. */
-  md_episode_tokens_options topt = {.vocab_size = (size_t)st->config->vocab_size,
+  md_episode_tokens_options topt = {.chat = st->chat,
+                                    .vocab_size = (size_t)st->config->vocab_size,
                                     .max_positions = (size_t)st->config->max_position_embeddings};
   md_status s = md_episode_tokenize(st->tokenizer, ep, &topt, &e->tokens, err);
   if (s != MD_OK) return s;
@@ -561,6 +574,13 @@ static bool is_cached(const int64_t *sorted, int64_t n, int64_t position) {
   return bsearch(&position, sorted, (size_t)n, sizeof *sorted, compare_i64) != NULL;
 }
 
+/* Whether `id` ends an answer (one of the chat format's stop tokens). */
+static bool is_stop(const eval_state *st, int32_t id) {
+  for (size_t i = 0; i < st->n_stops; i++)
+    if (st->stops[i] == id) return true;
+  return false;
+}
+
 /* Asks probe `index` from the current cache state and rolls back. */
 static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t index,
                            md_eval_probe *out, md_error *err) {
@@ -584,7 +604,7 @@ static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t ind
   while (s == MD_OK && n < r->max_answer_tokens) {
     int32_t next = 0;
     if ((s = md_qwen2_greedy(fw, &next, err)) != MD_OK) break;
-    if (next == st->im_end || (st->end_of_text >= 0 && next == st->end_of_text)) break;
+    if (is_stop(st, next)) break;
     answer[n++] = next;
     if (n < r->max_answer_tokens) s = md_qwen2_decode(fw, next, err);
   }

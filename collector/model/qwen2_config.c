@@ -11,8 +11,6 @@
 
 #include "io/base/digest.h"
 
-static const char qwen2_architecture[] = "Qwen2ForCausalLM";
-
 /* A compact JSON rendering of a value for messages, cut to fit `size`. */
 static const char *show(json_t *value, char *buf, size_t size) {
   char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -83,12 +81,16 @@ static md_status get_bool(const char *path, json_t *root, const char *field, boo
   return MD_OK;
 }
 
-static md_status check_architecture(const char *path, json_t *root, md_error *err) {
+/* The first name of "architectures" that a family of the table
+ * (collector/model/family.h) lists decides the family. */
+static md_status check_architecture(const char *path, json_t *root, md_qwen2_config *config,
+                                    md_error *err) {
   json_t *list = json_object_get(root, "architectures");
-  char text[256];
+  char text[256], supported[256];
+  md_model_family_hf_names(supported, sizeof supported);
   if (!list)
-    return md_fail(err, MD_E_FORMAT, "%s: 'architectures' is missing (expected [\"%s\"])", path,
-                   qwen2_architecture);
+    return md_fail(err, MD_E_FORMAT, "%s: 'architectures' is missing (expected one of [\"%s\"])",
+                   path, supported);
   if (!json_is_array(list) || json_array_size(list) == 0)
     return md_fail(err, MD_E_FORMAT,
                    "%s: 'architectures' must be a non-empty list of names, got %s", path,
@@ -100,14 +102,15 @@ static md_status check_architecture(const char *path, json_t *root, md_error *er
       return md_fail(err, MD_E_FORMAT,
                      "%s: 'architectures' must be a non-empty list of names, got %s", path,
                      show(list, text, sizeof text));
-    if (!strcmp(json_string_value(name), qwen2_architecture)) return MD_OK;
+    config->family = md_model_family_for_hf(json_string_value(name));
+    if (config->family) return MD_OK;
   }
   if (json_array_size(list) == 1)
     snprintf(text, sizeof text, "%s", json_string_value(json_array_get(list, 0)));
   else
     show(list, text, sizeof text);
   return md_fail(err, MD_E_UNSUPPORTED, "%s: architecture %s is not supported (supported: %s)",
-                 path, text, qwen2_architecture);
+                 path, text, supported);
 }
 
 static md_status check_string_field(const char *path, json_t *root, const char *field,
@@ -279,8 +282,9 @@ static md_status read_config(const char *path, json_t *root, md_qwen2_config *co
                              md_error *err) {
   if (!json_is_object(root))
     return md_fail(err, MD_E_FORMAT, "%s: the top level is not a JSON object", path);
-  md_status status = check_architecture(path, root, err);
-  if (status == MD_OK) status = check_string_field(path, root, "model_type", "qwen2", false, err);
+  md_status status = check_architecture(path, root, config, err);
+  if (status == MD_OK)
+    status = check_string_field(path, root, "model_type", config->family->hf_model_type, false, err);
   if (status == MD_OK) status = check_string_field(path, root, "hidden_act", "silu", false, err);
   if (status == MD_OK) status = check_full_attention(path, root, err);
   if (status == MD_OK) status = read_sizes(path, root, config, err);
@@ -290,8 +294,8 @@ static md_status read_config(const char *path, json_t *root, md_qwen2_config *co
                                  &config->rms_norm_eps, err);
   if (status == MD_OK) status = read_rope(path, root, config, err);
   if (status == MD_OK)
-    status = get_bool(path, root, "tie_word_embeddings", false, &config->tie_word_embeddings,
-                      err);
+    status = get_bool(path, root, "tie_word_embeddings", config->family->tied_embeddings_default,
+                      &config->tie_word_embeddings, err);
   if (status == MD_OK) status = read_torch_dtype(path, root, config, err);
   return status;
 }

@@ -72,6 +72,14 @@ static md_status prepare(md_qwen2_forward *fw, const md_tensor *t, int ndim, int
   return fw->k->ops->weight_new(fw->k, t, w, err);
 }
 
+/* A q/k/v bias: prepared in families that have them, NULL (no bias) in the
+ * others. */
+static md_status prepare_bias(md_qwen2_forward *fw, const md_tensor *t, int64_t d0,
+                              md_kweight **w, md_error *err) {
+  if (!fw->config.family->attention_bias) return MD_OK;
+  return prepare(fw, t, 1, d0, 0, w, err);
+}
+
 static md_status prepare_layer(md_qwen2_forward *fw, const md_qwen2_layer *src, layer_weights *w,
                                md_error *err) {
   const md_qwen2_config *c = &fw->config;
@@ -80,11 +88,11 @@ static md_status prepare_layer(md_qwen2_forward *fw, const md_qwen2_layer *src, 
   md_status s;
   if ((s = prepare(fw, &src->input_layernorm, 1, hidden, 0, &w->input_norm, err)) ||
       (s = prepare(fw, &src->q_proj, 2, q_dim, hidden, &w->q, err)) ||
-      (s = prepare(fw, &src->q_bias, 1, q_dim, 0, &w->q_bias, err)) ||
+      (s = prepare_bias(fw, &src->q_bias, q_dim, &w->q_bias, err)) ||
       (s = prepare(fw, &src->k_proj, 2, kv_dim, hidden, &w->k, err)) ||
-      (s = prepare(fw, &src->k_bias, 1, kv_dim, 0, &w->k_bias, err)) ||
+      (s = prepare_bias(fw, &src->k_bias, kv_dim, &w->k_bias, err)) ||
       (s = prepare(fw, &src->v_proj, 2, kv_dim, hidden, &w->v, err)) ||
-      (s = prepare(fw, &src->v_bias, 1, kv_dim, 0, &w->v_bias, err)) ||
+      (s = prepare_bias(fw, &src->v_bias, kv_dim, &w->v_bias, err)) ||
       (s = prepare(fw, &src->o_proj, 2, hidden, q_dim, &w->o, err)) ||
       (s = prepare(fw, &src->post_attention_layernorm, 1, hidden, 0, &w->post_norm, err)) ||
       (s = prepare(fw, &src->gate_proj, 2, inter, hidden, &w->gate, err)) ||
@@ -95,6 +103,7 @@ static md_status prepare_layer(md_qwen2_forward *fw, const md_qwen2_layer *src, 
 }
 
 static md_status check_config(const md_qwen2_config *c, md_error *err) {
+  if (!c->family) return md_fail(err, MD_E_INVALID, "qwen2 config: no model family");
   if (c->hidden_size <= 0 || c->intermediate_size <= 0 || c->num_hidden_layers <= 0 ||
       c->num_attention_heads <= 0 || c->num_key_value_heads <= 0 || c->vocab_size <= 0 ||
       c->max_position_embeddings <= 0)

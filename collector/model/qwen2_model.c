@@ -236,20 +236,21 @@ static const struct {
   const char *suffix;
   size_t offset;
   layer_dim rows, cols;
+  bool bias;  /* present only in families with attention biases */
 } layer_tensors[] = {
-    {"input_layernorm.weight", offsetof(md_qwen2_layer, input_layernorm), DIM_HIDDEN, DIM_NONE},
-    {"self_attn.q_proj.weight", offsetof(md_qwen2_layer, q_proj), DIM_Q, DIM_HIDDEN},
-    {"self_attn.q_proj.bias", offsetof(md_qwen2_layer, q_bias), DIM_Q, DIM_NONE},
-    {"self_attn.k_proj.weight", offsetof(md_qwen2_layer, k_proj), DIM_KV, DIM_HIDDEN},
-    {"self_attn.k_proj.bias", offsetof(md_qwen2_layer, k_bias), DIM_KV, DIM_NONE},
-    {"self_attn.v_proj.weight", offsetof(md_qwen2_layer, v_proj), DIM_KV, DIM_HIDDEN},
-    {"self_attn.v_proj.bias", offsetof(md_qwen2_layer, v_bias), DIM_KV, DIM_NONE},
-    {"self_attn.o_proj.weight", offsetof(md_qwen2_layer, o_proj), DIM_HIDDEN, DIM_Q},
+    {"input_layernorm.weight", offsetof(md_qwen2_layer, input_layernorm), DIM_HIDDEN, DIM_NONE, false},
+    {"self_attn.q_proj.weight", offsetof(md_qwen2_layer, q_proj), DIM_Q, DIM_HIDDEN, false},
+    {"self_attn.q_proj.bias", offsetof(md_qwen2_layer, q_bias), DIM_Q, DIM_NONE, true},
+    {"self_attn.k_proj.weight", offsetof(md_qwen2_layer, k_proj), DIM_KV, DIM_HIDDEN, false},
+    {"self_attn.k_proj.bias", offsetof(md_qwen2_layer, k_bias), DIM_KV, DIM_NONE, true},
+    {"self_attn.v_proj.weight", offsetof(md_qwen2_layer, v_proj), DIM_KV, DIM_HIDDEN, false},
+    {"self_attn.v_proj.bias", offsetof(md_qwen2_layer, v_bias), DIM_KV, DIM_NONE, true},
+    {"self_attn.o_proj.weight", offsetof(md_qwen2_layer, o_proj), DIM_HIDDEN, DIM_Q, false},
     {"post_attention_layernorm.weight", offsetof(md_qwen2_layer, post_attention_layernorm),
-     DIM_HIDDEN, DIM_NONE},
-    {"mlp.gate_proj.weight", offsetof(md_qwen2_layer, gate_proj), DIM_INTER, DIM_HIDDEN},
-    {"mlp.up_proj.weight", offsetof(md_qwen2_layer, up_proj), DIM_INTER, DIM_HIDDEN},
-    {"mlp.down_proj.weight", offsetof(md_qwen2_layer, down_proj), DIM_HIDDEN, DIM_INTER},
+     DIM_HIDDEN, DIM_NONE, false},
+    {"mlp.gate_proj.weight", offsetof(md_qwen2_layer, gate_proj), DIM_INTER, DIM_HIDDEN, false},
+    {"mlp.up_proj.weight", offsetof(md_qwen2_layer, up_proj), DIM_INTER, DIM_HIDDEN, false},
+    {"mlp.down_proj.weight", offsetof(md_qwen2_layer, down_proj), DIM_HIDDEN, DIM_INTER, false},
 };
 
 #define LAYER_TENSOR_COUNT (sizeof layer_tensors / sizeof layer_tensors[0])
@@ -268,6 +269,7 @@ static int64_t dim_size(const md_qwen2_config *config, layer_dim dim) {
 static md_status bind_layer(md_qwen2_model *model, int index, md_error *err) {
   md_qwen2_layer *layer = &model->weights.layers[index];
   for (size_t i = 0; i < LAYER_TENSOR_COUNT; i++) {
+    if (layer_tensors[i].bias && !model->config.family->attention_bias) continue;
     char name[128];
     snprintf(name, sizeof name, "model.layers.%d.%s", index, layer_tensors[i].suffix);
     md_tensor *out = (md_tensor *)((char *)layer + layer_tensors[i].offset);
@@ -362,8 +364,9 @@ static md_status note_unused(md_qwen2_model *model, md_error *err) {
                          model->dir, beyond, model->config.num_hidden_layers, first_beyond);
   if (other && status == MD_OK)
     status = add_warning(model, err,
-                         "%s: %zu tensors are not part of Qwen2ForCausalLM and are ignored "
-                         "(first: %s)", model->dir, other, first_other);
+                         "%s: %zu tensors are not part of %s and are ignored (first: %s)",
+                         model->dir, other, model->config.family->hf_architectures[0],
+                         first_other);
   return status;
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "collector/model/family.h"
 #include "io/base/error.h"
 #include "io/base/tensor.h"
 
@@ -26,6 +27,7 @@ typedef struct md_qwen2_config {
   bool tie_word_embeddings;     /* lm_head is the embedding when true */
   char torch_dtype[16];         /* as declared in config.json, informational */
   char config_sha256[65];       /* hex SHA-256 of config.json's bytes (model identity) */
+  const md_model_family *family; /* the family its "architectures" names (family.h) */
 } md_qwen2_config;
 
 typedef struct md_qwen2_layer {

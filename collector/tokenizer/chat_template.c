@@ -403,6 +403,18 @@ md_status md_chat_render(const md_trace_episode *episode, md_chat_prompt *prompt
   return MD_OK;
 }
 
+static const char *const chatml_markup[] = {"<|im_start|>", "<|im_end|>", NULL};
+static const char *const chatml_stops[] = {"<|im_end|>", "<|endoftext|>", NULL};
+
+const md_chat_format md_chat_chatml = {
+    .name = "chatml",
+    .render = md_chat_render,
+    .question_head = "<|im_end|>\n<|im_start|>user\n",
+    .question_tail = "<|im_end|>\n<|im_start|>assistant\n",
+    .markup_tokens = chatml_markup,
+    .stop_tokens = chatml_stops,
+};
+
 void md_chat_prompt_free(md_chat_prompt *prompt) {
   if (!prompt) return;
   free(prompt->text);

@@ -57,8 +57,31 @@ typedef struct md_chat_prompt {
   md_trace_continuation continuation;
 } md_chat_prompt;
 
-/* Renders `episode`, which must outlive `prompt` (regions are borrowed). */
+/* Renders `episode` in ChatML, which must outlive `prompt` (regions are
+ * borrowed). */
 md_status md_chat_render(const md_trace_episode *episode, md_chat_prompt *prompt, md_error *err);
+
+/* A chat format: how an instruct model of a family is prompted. A model
+ * family (collector/model/family.h) names its format; a new format is one
+ * such constant beside md_chat_chatml, with its renderer. */
+typedef struct md_chat_format {
+  const char *name;  /* "chatml" */
+  /* Renders an episode, as md_chat_render does for ChatML. */
+  md_status (*render)(const md_trace_episode *episode, md_chat_prompt *prompt, md_error *err);
+  /* A question asked after a rendered prompt, whose last turn (the
+   * generation prompt) is open: question_head + question + question_tail,
+   * the tail opening the turn the answer is generated in. */
+  const char *question_head;
+  const char *question_tail;
+  /* The added tokens the format's markup needs (NULL-terminated), and those
+   * that end a generated answer (NULL-terminated; each optional in a
+   * tokenizer but the first). */
+  const char *const *markup_tokens;
+  const char *const *stop_tokens;
+} md_chat_format;
+
+/* Qwen2.5-Instruct's ChatML, above. */
+extern const md_chat_format md_chat_chatml;
 void md_chat_prompt_free(md_chat_prompt *prompt);
 
 /* Aligns tokens to spans: token i takes the span its first byte lies in.

@@ -149,7 +149,8 @@ md_status md_episode_tokenize(const md_tokenizer *tok, const md_trace_episode *e
   size_t max_positions = options ? options->max_positions : 0;
   md_tokens prompt_tokens = {0}, continuation = {0};
   size_t steps = 0;
-  md_status status = md_chat_render(episode, &out->prompt, err);
+  const md_chat_format *chat = options && options->chat ? options->chat : &md_chat_chatml;
+  md_status status = chat->render(episode, &out->prompt, err);
   if (status == MD_OK)
     status = encode_prompt(tok, episode, &out->prompt, max_positions, &prompt_tokens, err);
   if (status == MD_OK)

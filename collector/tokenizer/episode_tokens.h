@@ -57,6 +57,7 @@ typedef struct md_episode_tokens_options {
                            certain not to fit is refused without being tokenised in full
                            (see md_episode_tokenize); the exact check of prompt + window
                            stays the caller's (md_trace_check_positions) */
+  const md_chat_format *chat; /* the model family's format; NULL = md_chat_chatml */
 } md_episode_tokens_options;
 
 /* Renders and tokenises `episode` (which must outlive `out`). Fails, naming
