@@ -17,6 +17,7 @@
 #include "io/formats/eval_results.h"
 #include "io/plot/plot.h"
 #include "io/plot/plot_eval.h"
+#include "runtime/policy_table.h"
 
 static const char command[] = "eval";
 
@@ -28,6 +29,41 @@ typedef struct options {
   bool quiet;
 } options;
 
+/* Writes `text` from column `column` on, breaking lines between words at
+ * WRAP columns, continuation lines indented by `indent` spaces; ends the
+ * line. */
+enum { WRAP = 80 };
+static void put_wrapped(FILE *out, size_t column, const char *text, size_t indent) {
+  bool first = true;
+  for (;;) {
+    while (*text == ' ') text++;
+    size_t word = strcspn(text, " ");
+    if (!word) break;
+    if (!first && column + 1 + word > WRAP) {
+      fprintf(out, "\n%*s", (int)indent, "");
+      column = indent;
+    } else if (!first) {
+      fputc(' ', out);
+      column++;
+    }
+    fwrite(text, 1, word, out);
+    column += word;
+    text += word;
+    first = false;
+  }
+  fputc('\n', out);
+}
+
+/* The names of the policy table (runtime/policy_table.h), "a, b, c". */
+static void policy_names(char *buffer, size_t size) {
+  size_t used = 0;
+  buffer[0] = '\0';
+  for (size_t i = 0; i < md_policy_table_count && used < size; i++)
+    used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? ", " : "",
+                             md_policy_table[i]->name);
+}
+
+/* The policies' names and lines come from the table (runtime/policy_table.h). */
 static void print_help(FILE *out) {
   fputs(
       "Usage: " MD_PROGRAM " eval --model DIR --traces FILE.jsonl --config memdecay.json\n"
@@ -47,9 +83,14 @@ static void print_help(FILE *out) {
       "      --model DIR          Hugging Face Qwen2/Qwen2.5 checkpoint directory\n"
       "      --traces FILE        agent traces with probes (memdecay-traces(5))\n"
       "      --config FILE        memdecay.json: the policy MemDecay evicts by\n"
-      "  -o, --out FILE           the results file to write\n"
-      "      --policies LIST      comma-separated, from full, random, streaming, h2o,\n"
-      "                           memdecay, memdecay-raw (default: all)\n"
+      "  -o, --out FILE           the results file to write\n",
+      out);
+  char names[1024], text[1200];
+  policy_names(names, sizeof names);
+  snprintf(text, sizeof text, "comma-separated, from %s (default: all)", names);
+  fputs("      --policies LIST      ", out);
+  put_wrapped(out, 27, text, 27);
+  fputs(
       "      --budget LIST        comma-separated fractions of each episode's length in\n"
       "                           (0, 1] (default " MD_DEFAULT_TEXT(MD_EVAL_DEFAULT_BUDGET_SMALL) ","
       MD_DEFAULT_TEXT(MD_EVAL_DEFAULT_BUDGET_LARGE) ")\n"
@@ -71,7 +112,18 @@ static void print_help(FILE *out) {
       "                           those of an uninterrupted run\n"
       "  -q, --quiet              print nothing on standard error but errors\n"
       "  -h, --help               this text\n"
-      "\n"
+      "\n",
+      out);
+  fputs("Policies, in the order eval runs them:\n", out);
+  for (size_t i = 0; i < md_policy_table_count; i++) {
+    const md_policy_class *c = md_policy_table[i];
+    snprintf(text, sizeof text, "%s%s%s%s", c->description, c->parameters ? " (" : "",
+             c->parameters ? c->parameters : "", c->parameters ? ")" : "");
+    fprintf(out, "  %-14s", c->name);
+    put_wrapped(out, 2 + (strlen(c->name) > 14 ? strlen(c->name) : 14), text, 16);
+  }
+  fputs("\n", out);
+  fputs(
       "Example (the shipped checkpoint, its golden config and the short traces):\n"
       "  " MD_PROGRAM " eval --model data/models/qwen2-tiny \\\n"
       "      --traces data/traces/agent-450.jsonl \\\n"
@@ -121,20 +173,21 @@ static int parse_policies(const char *text, md_eval_options *o) {
   int code = -1;
   char *save = NULL;
   for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-    md_policy_kind kind;
-    if (!md_policy_kind_parse(item, &kind)) {
-      code = md_cli_usage_error(command, "unknown policy '%s' (known: full, random, streaming, "
-                                "h2o, memdecay, memdecay-raw)", item);
+    const md_policy_class *policy = md_policy_find(item);
+    if (!policy) {
+      char names[1024];
+      policy_names(names, sizeof names);
+      code = md_cli_usage_error(command, "unknown policy '%s' (known: %s)", item, names);
       break;
     }
     for (size_t i = 0; i < o->n_policies; i++)
-      if (o->policies[i] == kind) code = md_cli_usage_error(command, "policy '%s' is listed twice", item);
+      if (o->policies[i] == policy) code = md_cli_usage_error(command, "policy '%s' is listed twice", item);
     if (code >= 0) break;
     if (o->n_policies == MD_EVAL_MAX_POLICIES) {
       code = md_cli_usage_error(command, "at most %d policies", MD_EVAL_MAX_POLICIES);
       break;
     }
-    o->policies[o->n_policies++] = kind;
+    o->policies[o->n_policies++] = policy;
   }
   if (code < 0 && o->n_policies == 0) code = md_cli_usage_error(command, "--policies is empty");
   free(copy);
@@ -285,7 +338,7 @@ static void print_table(const md_eval_results *r) {
               100.0 * budgets[b]);
     else
       fprintf(stderr, "recall with the full cache (recalled/total):\n");
-    fprintf(stderr, "%-22s %-8s", "region", "full");
+    fprintf(stderr, "%-22s %-8s", "region", r->run_policy[0]);
     for (size_t p = 0; p < n_policies; p++) fprintf(stderr, " %-12s", policies[p]);
     fputc('\n', stderr);
     size_t tot_rec[MD_EVAL_MAX_RUNS] = {0}, tot_all[MD_EVAL_MAX_RUNS] = {0};
@@ -384,7 +437,16 @@ int md_cmd_eval(int argc, char **argv) {
   results.created = strdup(created);
   status = md_eval_results_write(opt.out, &results, opt.reproducible, &err);
   if (status == MD_OK && opt.eval.record_path) unlink(opt.eval.record_path); /* written: done */
-  if (status == MD_OK && opt.plot) status = md_plot_eval(opt.plot, &results, &err);
+  if (status == MD_OK && opt.plot) {
+    /* the figure's colours: the policy table's */
+    md_plot_policy_color colors[MD_EVAL_MAX_POLICIES];
+    size_t n_colors = 0;
+    for (size_t i = 0; i < md_policy_table_count && n_colors < MD_EVAL_MAX_POLICIES; i++) {
+      const md_policy_class *c = md_policy_table[i];
+      colors[n_colors++] = (md_plot_policy_color){c->name, {c->color[0], c->color[1], c->color[2]}};
+    }
+    status = md_plot_eval(opt.plot, &results, colors, n_colors, &err);
+  }
   if (status == MD_OK && !opt.quiet) {
     print_table(&results);
     fprintf(stderr, MD_PROGRAM " eval: %zu episodes in %.1f s; wrote %s%s%s\n",

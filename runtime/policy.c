@@ -1,7 +1,10 @@
-/* The eviction policies of runtime/policy.h. Token state lives in parallel
- * arrays in position order (= the engine's slot order); an eviction compacts
- * them in one pass. Pages are the runs of equal position / page_size in that
- * order, rebuilt per evict call (O(cached)). */
+/* The engine of the eviction policies of runtime/policy.h: what every policy
+ * shares. Token state lives in parallel arrays in position order (= the
+ * engine's slot order); an eviction compacts them in one pass. Pages are the
+ * runs of equal position / page_size in that order, rebuilt per evict call
+ * (O(cached)). What differs between policies (score, the order pages go,
+ * state of their own) is each one's class (runtime/policy_class.h), in
+ * runtime/policies/. */
 #include "runtime/policy.h"
 
 #include <math.h>
@@ -11,29 +14,7 @@
 
 #include "io/base/policy_defaults.h"
 #include "io/formats/config.h"
-
-static const char *const kind_names[] = {"full", "random", "streaming", "h2o", "memdecay",
-                                         "memdecay-raw"};
-#define N_KINDS (sizeof kind_names / sizeof kind_names[0])
-
-const char *md_policy_kind_name(md_policy_kind kind) {
-  if ((int)kind < 0 || (size_t)kind >= N_KINDS) return "?";
-  return kind_names[kind];
-}
-
-bool md_policy_kind_parse(const char *name, md_policy_kind *kind) {
-  for (size_t i = 0; name && i < N_KINDS; i++) {
-    if (strcmp(name, kind_names[i]) == 0) {
-      *kind = (md_policy_kind)i;
-      return true;
-    }
-  }
-  return false;
-}
-
-static bool uses_regions(md_policy_kind kind) {
-  return kind == MD_POLICY_MEMDECAY || kind == MD_POLICY_MEMDECAY_RAW;
-}
+#include "runtime/policy_class.h"
 
 /* ---- the config ------------------------------------------------------------- */
 
@@ -160,28 +141,11 @@ int md_policy_config_region(const md_policy_config *config, const char *name) {
 
 /* ---- the policy ------------------------------------------------------------- */
 
-typedef struct page_run {
-  int64_t page;
-  int64_t first;   /* token index of its first cached token */
-  int64_t count;
-  double score;    /* the page score (memdecay kinds, h2o) */
-  bool evictable;
-  bool chosen;     /* to be evicted by this call */
-} page_run;
-
-/* A candidate page in the order pages go: score, then page index. */
-typedef struct candidate {
-  double score;
-  int64_t page;
-  int64_t run;
-} candidate;
-
 struct md_policy {
-  md_policy_kind kind;
+  const md_policy_class *cls;
+  void *state;             /* the class's, cls->state_size bytes */
   int page_size;
-  int sink_tokens;
-  uint64_t rng;
-  /* from the config (memdecay kinds) */
+  /* from the config */
   bool has_config;
   size_t n_regions;
   double *b, *lambda;
@@ -199,18 +163,31 @@ struct md_policy {
   int64_t pages;           /* pages holding cached tokens */
   int64_t pending;         /* appended since the last observe and still cached */
   int64_t first_pending;   /* position of the first of them */
-  int64_t sinks_seen;      /* sink tokens appended so far (<= sink_tokens) */
-  int64_t sink_last;       /* position of the last sink token; -1 none */
   /* scratch */
-  page_run *runs;
+  md_policy_page *runs;
   int64_t runs_cap;
-  candidate *order;
+  bool *chosen;            /* [runs] to be evicted by this call */
+  int64_t chosen_cap;
+  md_policy_candidate *order;
   int64_t order_cap;
   int64_t *removed;
   int64_t removed_cap;
   double *suffix;
   int64_t suffix_cap;
 };
+
+static const char *name_of(const md_policy *p) { return p->cls->name; }
+
+/* What the class sees; valid until the token arrays move (an append or an
+ * eviction). */
+static md_policy_view view_of(const md_policy *p) {
+  return (md_policy_view){
+      .n = p->n, .position = p->pos, .region = p->region, .refresh = p->refresh, .e = p->e,
+      .e_raw = p->e_raw, .acc = p->acc, .step = p->step, .page_size = p->page_size,
+      .n_regions = p->n_regions, .base_priority = p->b, .lambda = p->lambda,
+      .pinned = p->pinned, .tau = p->tau, .ewma_beta = p->beta, .alpha = p->alpha,
+      .kappa = p->kappa};
+}
 
 static md_status grow(void **array, int64_t *cap, int64_t need, size_t size, md_error *err) {
   if (need <= *cap) return MD_OK;
@@ -248,24 +225,6 @@ static md_status grow_tokens(md_policy *p, int64_t need, md_error *err) {
   return MD_OK;
 }
 
-/* splitmix64 (Steele, Lea and Flood 2014): a 64-bit state, one add and a
- * mix per draw; enough for choosing pages, and the same on every platform. */
-static uint64_t splitmix64(uint64_t *state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/* Uniform in [0, n), n >= 1, without modulo bias (rejection). */
-static uint64_t uniform_below(uint64_t *state, uint64_t n) {
-  uint64_t threshold = (0 - n) % n;  /* 2^64 mod n */
-  for (;;) {
-    uint64_t x = splitmix64(state);
-    if (x >= threshold) return x % n;
-  }
-}
-
 void md_policy_reset(md_policy *policy, uint64_t seed) {
   policy->n = 0;
   policy->step = 0;
@@ -273,13 +232,13 @@ void md_policy_reset(md_policy *policy, uint64_t seed) {
   policy->pages = 0;
   policy->pending = 0;
   policy->first_pending = 0;
-  policy->sinks_seen = 0;
-  policy->sink_last = -1;
-  policy->rng = seed;
+  if (policy->cls->reset) policy->cls->reset(policy->state, seed);
 }
 
 void md_policy_free(md_policy *policy) {
   if (!policy) return;
+  if (policy->cls->free && policy->state) policy->cls->free(policy->state);
+  free(policy->state);
   free(policy->b);
   free(policy->lambda);
   free(policy->pinned);
@@ -290,21 +249,25 @@ void md_policy_free(md_policy *policy) {
   free(policy->e_raw);
   free(policy->acc);
   free(policy->runs);
+  free(policy->chosen);
   free(policy->order);
   free(policy->removed);
   free(policy->suffix);
   free(policy);
 }
 
+const md_policy_class *md_policy_get_class(const md_policy *policy) { return policy->cls; }
+
 md_status md_policy_new(const md_policy_config *config, const md_policy_options *options,
                         md_policy **out, md_error *err) {
   *out = NULL;
   if (!options) return md_fail(err, MD_E_INVALID, "policy: no options");
-  if ((int)options->kind < 0 || (size_t)options->kind >= N_KINDS) {
-    return md_fail(err, MD_E_INVALID, "policy: unknown kind %d", (int)options->kind);
+  const md_policy_class *cls = options->policy;
+  if (!cls || !cls->name || !cls->name[0]) {
+    return md_fail(err, MD_E_INVALID, "policy: no policy class (or one without a name)");
   }
-  const char *name = md_policy_kind_name(options->kind);
-  if (uses_regions(options->kind) && !config) {
+  const char *name = cls->name;
+  if (cls->uses_regions && !config) {
     return md_fail(err, MD_E_INVALID, "policy %s: needs a memdecay.json config", name);
   }
   if (options->page_size < 0) {
@@ -321,9 +284,8 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
   }
   md_policy *p = calloc(1, sizeof *p);
   if (!p) return md_fail(err, MD_E_NOMEM, "policy: out of memory");
-  p->kind = options->kind;
+  p->cls = cls;
   p->page_size = options->page_size ? options->page_size : config ? config->page_size : 16;
-  p->sink_tokens = options->sink_tokens ? options->sink_tokens : 4;
   if (config) {
     p->has_config = true;
     p->n_regions = config->n_regions;
@@ -352,19 +314,30 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
     p->alpha = 0.0;
     p->kappa = MD_POLICY_KAPPA_DEFAULT;
   }
+  if (cls->state_size > 0 && !(p->state = calloc(1, cls->state_size))) {
+    md_policy_free(p);
+    return md_fail(err, MD_E_NOMEM, "policy %s: out of memory", name);
+  }
+  if (cls->init) {
+    md_status status = cls->init(p->state, options, config, err);
+    if (status != MD_OK) {
+      md_policy_free(p);  /* the class's free sees the state init left */
+      return md_error_prefix(err, "policy %s", name);
+    }
+  }
   md_policy_reset(p, options->seed);
   *out = p;
   return MD_OK;
 }
 
 md_status md_policy_append(md_policy *p, int64_t position, int region, md_error *err) {
-  const char *name = md_policy_kind_name(p->kind);
+  const char *name = name_of(p);
   if (position < 0 || position <= p->last_position) {
     return md_fail(err, MD_E_INVALID,
                    "policy %s: position %lld after %lld (positions must increase strictly from 0)",
                    name, (long long)position, (long long)p->last_position);
   }
-  if (uses_regions(p->kind)) {
+  if (p->cls->uses_regions) {
     if (region < 0 || (size_t)region >= p->n_regions) {
       return md_fail(err, MD_E_INVALID, "policy %s: region %d is not an index of the config's %zu "
                      "regions", name, region, p->n_regions);
@@ -386,16 +359,17 @@ md_status md_policy_append(md_policy *p, int64_t position, int region, md_error 
   if (p->pending == 0) p->first_pending = position;
   p->pending++;
   p->last_position = position;
-  if (p->sinks_seen < p->sink_tokens) {
-    p->sinks_seen++;
-    p->sink_last = position;
+  if (p->cls->append) {
+    md_policy_view view = view_of(p);
+    if ((status = p->cls->append(p->state, &view, err)) != MD_OK)
+      return md_error_prefix(err, "policy %s", name);
   }
   return MD_OK;
 }
 
 md_status md_policy_observe(md_policy *p, const float *received, int64_t n_cached,
                             int64_t n_queries, md_error *err) {
-  const char *name = md_policy_kind_name(p->kind);
+  const char *name = name_of(p);
   if (n_cached != p->n) {
     return md_fail(err, MD_E_INVALID, "policy %s: attention on %lld tokens, but %lld are cached",
                    name, (long long)n_cached, (long long)p->n);
@@ -434,26 +408,17 @@ md_status md_policy_observe(md_policy *p, const float *received, int64_t n_cache
     p->acc[s] += a;
   }
   p->pending = 0;
+  if (p->cls->observe) {
+    md_policy_view view = view_of(p);
+    if ((status = p->cls->observe(p->state, &view, received, n_queries, err)) != MD_OK)
+      return md_error_prefix(err, "policy %s", name);
+  }
   return MD_OK;
 }
 
-/* The score of token i at the current step (see the header). */
-static double token_score(const md_policy *p, int64_t i) {
-  switch (p->kind) {
-    case MD_POLICY_MEMDECAY:
-    case MD_POLICY_MEMDECAY_RAW: {
-      int r = p->region[i];
-      if (p->pinned[r]) return INFINITY;
-      double decay = p->b[r] * exp(-p->lambda[r] * (double)(p->step - p->refresh[i]));
-      if (p->kind == MD_POLICY_MEMDECAY) return decay + p->alpha * (p->e[i] / p->kappa);
-      return decay + p->alpha * p->e_raw[i];
-    }
-    case MD_POLICY_H2O: return p->acc[i];
-    case MD_POLICY_FULL:
-    case MD_POLICY_RANDOM:
-    case MD_POLICY_STREAMING: break;
-  }
-  return 0;
+/* The score of token i at the current step (the class's; 0 without one). */
+static double token_score(const md_policy *p, const md_policy_view *view, int64_t i) {
+  return p->cls->score ? p->cls->score(view, i) : 0;
 }
 
 /* Index of the first cached token with position >= `position`. */
@@ -470,16 +435,18 @@ static int64_t lower_bound(const md_policy *p, int64_t position) {
 double md_policy_token_score(const md_policy *p, int64_t position) {
   int64_t i = lower_bound(p, position);
   if (i >= p->n || p->pos[i] != position) return NAN;
-  return token_score(p, i);
+  md_policy_view view = view_of(p);
+  return token_score(p, &view, i);
 }
 
 double md_policy_page_score(const md_policy *p, int64_t page) {
   if (page < 0 || page > INT64_MAX / p->page_size) return NAN;
   int64_t end = page * p->page_size + p->page_size;
+  md_policy_view view = view_of(p);
   double sum = 0;
   int64_t count = 0;
   for (int64_t i = lower_bound(p, page * p->page_size); i < p->n && p->pos[i] < end; i++) {
-    sum += token_score(p, i);
+    sum += token_score(p, &view, i);
     count++;
   }
   return count ? sum / (double)count : NAN;
@@ -489,23 +456,22 @@ int64_t md_policy_cached_tokens(const md_policy *p) { return p->n; }
 int64_t md_policy_cached_pages(const md_policy *p) { return p->pages; }
 int64_t md_policy_step(const md_policy *p) { return p->step; }
 
-/* Builds the page runs with their scores; the last one (the newest token's
+/* Builds the pages with their scores; the last one (the newest token's
  * page) is never evictable. */
-static md_status build_runs(md_policy *p, md_error *err) {
+static md_status build_runs(md_policy *p, const md_policy_view *view, md_error *err) {
   md_status status = grow((void **)&p->runs, &p->runs_cap, p->pages, sizeof *p->runs, err);
   if (status != MD_OK) return status;
   int64_t n_runs = 0;
-  bool scored = p->kind == MD_POLICY_MEMDECAY || p->kind == MD_POLICY_MEMDECAY_RAW ||
-                p->kind == MD_POLICY_H2O;
+  bool scored = p->cls->score != NULL, pins = p->cls->uses_regions;
   for (int64_t i = 0; i < p->n;) {
     int64_t page = p->pos[i] / p->page_size;
-    page_run *run = &p->runs[n_runs++];
-    *run = (page_run){.page = page, .first = i, .evictable = true};
+    md_policy_page *run = &p->runs[n_runs++];
+    *run = (md_policy_page){.page = page, .first = i, .evictable = true};
     double sum = 0;
     for (; i < p->n && p->pos[i] / p->page_size == page; i++) {
       run->count++;
-      if (uses_regions(p->kind) && p->pinned[p->region[i]]) run->evictable = false;
-      if (scored) sum += token_score(p, i);
+      if (pins && p->pinned[p->region[i]]) run->evictable = false;
+      if (scored) sum += token_score(p, view, i);
     }
     run->score = run->evictable && scored ? sum / (double)run->count : 0;
   }
@@ -515,84 +481,87 @@ static md_status build_runs(md_policy *p, md_error *err) {
 }
 
 static int compare_candidates(const void *a, const void *b) {
-  const candidate *x = a, *y = b;
+  const md_policy_candidate *x = a, *y = b;
   if (x->score < y->score) return -1;
   if (x->score > y->score) return 1;
   return (x->page > y->page) - (x->page < y->page);
+}
+
+int64_t md_policy_order_by_score(const md_policy_page *pages, int64_t begin, int64_t end,
+                                 md_policy_candidate *order) {
+  int64_t n = 0;
+  for (int64_t j = begin; j < end; j++) {
+    if (pages[j].evictable) order[n++] = (md_policy_candidate){pages[j].score, pages[j].page, j};
+  }
+  qsort(order, (size_t)n, sizeof *order, compare_candidates);
+  return n;
+}
+
+md_status md_policy_choose_by_score(void *state, const md_policy_view *view,
+                                    const md_policy_page *pages, int64_t n_pages,
+                                    int64_t budget_pages, int64_t excess,
+                                    md_policy_candidate *order, int64_t *n_order, md_error *err) {
+  (void)state, (void)view, (void)budget_pages, (void)excess, (void)err;
+  *n_order = md_policy_order_by_score(pages, 0, n_pages, order);
+  return MD_OK;
 }
 
 md_status md_policy_evict(md_policy *p, int64_t budget_pages, const int64_t **positions,
                           int64_t *n_out, md_error *err) {
   *positions = NULL;
   *n_out = 0;
+  const char *name = name_of(p);
   if (budget_pages < 0) {
-    return md_fail(err, MD_E_INVALID, "policy %s: budget of %lld pages",
-                   md_policy_kind_name(p->kind), (long long)budget_pages);
+    return md_fail(err, MD_E_INVALID, "policy %s: budget of %lld pages", name,
+                   (long long)budget_pages);
   }
   int64_t excess = p->pages - budget_pages;
-  if (excess <= 0 || p->kind == MD_POLICY_FULL) return MD_OK;
-  md_status status = build_runs(p, err);
+  if (excess <= 0 || !p->cls->choose) return MD_OK;
+  md_policy_view view = view_of(p);
+  md_status status = build_runs(p, &view, err);
   if (status == MD_OK) {
     status = grow((void **)&p->order, &p->order_cap, p->pages, sizeof *p->order, err);
   }
+  if (status == MD_OK) {
+    status = grow((void **)&p->chosen, &p->chosen_cap, p->pages, sizeof *p->chosen, err);
+  }
   if (status != MD_OK) return status;
-  page_run *runs = p->runs;
+  const md_policy_page *runs = p->runs;
   int64_t n_runs = p->pages;
 
-  /* Which runs are candidates, in the order they go. */
+  /* Which pages are candidates, in the order they go: the class's choice. */
   int64_t n_cand = 0;
-  switch (p->kind) {
-    case MD_POLICY_STREAMING:
-      for (int64_t j = 0; j < n_runs; j++) {
-        bool sink = p->sink_last >= 0 && runs[j].page <= p->sink_last / p->page_size;
-        if (runs[j].evictable && !sink) p->order[n_cand++].run = j;  /* oldest first */
-      }
-      break;
-    case MD_POLICY_H2O: {
-      int64_t recent = budget_pages / 2 + budget_pages % 2;  /* ceil(budget / 2) */
-      for (int64_t j = 0; j < n_runs - recent; j++) {
-        if (runs[j].evictable) p->order[n_cand++] = (candidate){runs[j].score, runs[j].page, j};
-      }
-      qsort(p->order, (size_t)n_cand, sizeof *p->order, compare_candidates);
-      break;
-    }
-    case MD_POLICY_MEMDECAY:
-    case MD_POLICY_MEMDECAY_RAW:
-      for (int64_t j = 0; j < n_runs; j++) {
-        if (runs[j].evictable) p->order[n_cand++] = (candidate){runs[j].score, runs[j].page, j};
-      }
-      qsort(p->order, (size_t)n_cand, sizeof *p->order, compare_candidates);
-      break;
-    case MD_POLICY_RANDOM:
-      for (int64_t j = 0; j < n_runs; j++) {
-        if (runs[j].evictable) p->order[n_cand++].run = j;
-      }
-      /* A partial Fisher-Yates shuffle: order[0 .. take-1] is a uniform
-       * sample without replacement. */
-      for (int64_t k = 0; k < n_cand && k < excess; k++) {
-        int64_t pick = k + (int64_t)uniform_below(&p->rng, (uint64_t)(n_cand - k));
-        candidate tmp = p->order[k];
-        p->order[k] = p->order[pick];
-        p->order[pick] = tmp;
-      }
-      break;
-    case MD_POLICY_FULL: break;
+  status = p->cls->choose(p->state, &view, runs, n_runs, budget_pages, excess, p->order, &n_cand,
+                          err);
+  if (status != MD_OK) return md_error_prefix(err, "policy %s", name);
+  if (n_cand < 0 || n_cand > n_runs) {
+    return md_fail(err, MD_E_INVALID, "policy %s: chose %lld of %lld pages", name,
+                   (long long)n_cand, (long long)n_runs);
   }
   int64_t take = excess < n_cand ? excess : n_cand;
   if (take == 0) return MD_OK;
 
-  /* Mark the chosen runs, then compact the token arrays in one pass. */
+  /* Mark the chosen pages, then compact the token arrays in one pass. */
+  memset(p->chosen, 0, (size_t)n_runs * sizeof *p->chosen);
   int64_t n_removed = 0;
   for (int64_t k = 0; k < take; k++) {
-    runs[p->order[k].run].chosen = true;
-    n_removed += runs[p->order[k].run].count;
+    int64_t j = p->order[k].index;
+    if (j < 0 || j >= n_runs || !runs[j].evictable || p->chosen[j]) {
+      return md_fail(err, MD_E_INVALID, "policy %s: chose page index %lld of %lld, which is %s",
+                     name, (long long)j, (long long)n_runs,
+                     j < 0 || j >= n_runs ? "out of range"
+                     : p->chosen[j]       ? "chosen twice"
+                                          : "not evictable");
+    }
+    p->chosen[j] = true;
+    n_removed += runs[j].count;
   }
   status = grow((void **)&p->removed, &p->removed_cap, n_removed, sizeof *p->removed, err);
   if (status != MD_OK) return status;
   int64_t kept = 0, out = 0;
   for (int64_t j = 0; j < n_runs; j++) {
-    const page_run *run = &runs[j];
-    bool evict = run->chosen;
+    const md_policy_page *run = &runs[j];
+    bool evict = p->chosen[j];
     for (int64_t i = run->first; i < run->first + run->count; i++) {
       if (evict) {
         p->removed[out++] = p->pos[i];

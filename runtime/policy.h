@@ -99,6 +99,11 @@
  *                 self-contained splitmix64 generator seeded by
  *                 md_policy_options.seed / md_policy_reset(). No pinning.
  *
+ * The code: the engine (state, statistics, pages, eviction) in
+ * runtime/policy.c; each policy a class of runtime/policy_class.h in its own
+ * file, runtime/policies/NAME.c (NAME with _ for -), listed in
+ * runtime/policies/table.c (runtime/policy_table.h).
+ *
  * Cost: append O(1) amortised, observe O(cached + n_q), evict
  * O(cached + pages log pages), score look-ups O(log cached + page_size).
  *
@@ -113,20 +118,9 @@
 
 #include "io/base/error.h"
 
-typedef enum md_policy_kind {
-  MD_POLICY_FULL,
-  MD_POLICY_RANDOM,
-  MD_POLICY_STREAMING,
-  MD_POLICY_H2O,
-  MD_POLICY_MEMDECAY,
-  MD_POLICY_MEMDECAY_RAW,
-} md_policy_kind;
-
-/* "full", "random", "streaming", "h2o", "memdecay", "memdecay-raw";
- * "?" for a value outside the enum. */
-const char *md_policy_kind_name(md_policy_kind kind);
-/* Exact, case-sensitive names as above; false (and *kind untouched) otherwise. */
-bool md_policy_kind_parse(const char *name, md_policy_kind *kind);
+/* A policy class (runtime/policy_class.h); the program's are listed in
+ * runtime/policy_table.h (md_policy_find by name). */
+typedef struct md_policy_class md_policy_class;
 
 /* ---- the config ------------------------------------------------------------- */
 
@@ -166,28 +160,32 @@ int md_policy_config_region(const md_policy_config *config, const char *name);
 typedef struct md_policy md_policy;
 
 typedef struct md_policy_options {
-  md_policy_kind kind;
+  const md_policy_class *policy;  /* which policy: a class of the table or the caller's own */
   int page_size;      /* 0: the config's page_size (16 without a config); else >= 1 */
   uint64_t seed;      /* random */
   int sink_tokens;    /* streaming; 0 = 4; >= 0 */
 } md_policy_options;
 
 /* `config` may be NULL for full, random, streaming and h2o (they use no
- * region data); memdecay and memdecay-raw need it and check its ranges
- * (errors name the field). The policy copies what it needs: `config` may be
- * freed afterwards. */
+ * region data); memdecay and memdecay-raw (every class with uses_regions)
+ * need it; a config given is checked against the ranges above (errors name
+ * the field). The policy copies what it needs: `config` may be freed
+ * afterwards. */
 md_status md_policy_new(const md_policy_config *config, const md_policy_options *options,
                         md_policy **policy, md_error *err);
 void md_policy_free(md_policy *policy);
+/* The class the policy was made with. */
+const md_policy_class *md_policy_get_class(const md_policy *policy);
 
 /* Forgets every token (a new sequence: t = 0, no sink seen yet) and reseeds
- * random with `seed`. */
+ * random with `seed` (the class's reset). */
 void md_policy_reset(md_policy *policy, uint64_t seed);
 
 /* A token enters the cache at original position `position` (>= 0, strictly
  * increasing across calls since the last reset), in region `region` of the
- * config. memdecay and memdecay-raw need a region index of the config; the
- * other kinds ignore it: -1 or, with a config, an index of it. One step. */
+ * config. memdecay and memdecay-raw (every class with uses_regions) need a
+ * region index of the config; the others ignore it: -1 or, with a config, an
+ * index of it. One step. */
 md_status md_policy_append(md_policy *policy, int64_t position, int region, md_error *err);
 
 /* After the forward pass of the last n_queries appended tokens (1 <=

@@ -21,12 +21,7 @@
 #include "io/formats/eval_record.h"
 #include "io/formats/trace.h"
 #include "kernels/device.h"
-
-const md_policy_kind md_eval_default_policies[] = {MD_POLICY_FULL,      MD_POLICY_RANDOM,
-                                                   MD_POLICY_STREAMING, MD_POLICY_H2O,
-                                                   MD_POLICY_MEMDECAY,  MD_POLICY_MEMDECAY_RAW};
-const size_t md_eval_default_policy_count =
-    sizeof md_eval_default_policies / sizeof md_eval_default_policies[0];
+#include "runtime/policy_table.h"
 
 enum { SINK_TOKENS = 4 };
 
@@ -71,7 +66,7 @@ typedef struct eval_state {
   const md_chat_format *chat;  /* the model family's: how a probe is asked */
   int32_t stops[8];            /* ids that end an answer (the format's stop tokens) */
   size_t n_stops;
-  md_policy_kind policies[MD_EVAL_MAX_POLICIES];
+  const md_policy_class *policies[MD_EVAL_MAX_POLICIES];
   size_t n_policies;
   md_policy *policy[MD_EVAL_MAX_POLICIES];
   prepared_episode *episodes;
@@ -81,7 +76,7 @@ typedef struct eval_state {
   md_kbuf *received;
   float *row;
   md_collect_progress progress;
-  md_policy_kind run_kind[MD_EVAL_MAX_RUNS];
+  const md_policy_class *run_class[MD_EVAL_MAX_RUNS];
   md_eval_results *results;
 } eval_state;
 
@@ -124,16 +119,29 @@ static md_status check_options(eval_state *st, md_error *err) {
       return md_fail(err, MD_E_INVALID, "budget %g is outside (0, 1]: a budget is a fraction of "
                      "the episode's length", o->budgets[i]);
   if (o->page_size < 0) return md_fail(err, MD_E_INVALID, "page size %d is negative", o->page_size);
-  /* full first, then the others in the order given, each once */
-  st->policies[st->n_policies++] = MD_POLICY_FULL;
-  const md_policy_kind *list = o->n_policies ? o->policies : md_eval_default_policies;
-  size_t n = o->n_policies ? o->n_policies : md_eval_default_policy_count;
+  /* full first, then the others in the order given (default: the table's),
+   * each once */
+  st->policies[st->n_policies++] = &md_policy_class_full;
+  const md_policy_class *const *list = o->n_policies ? o->policies : md_policy_table;
+  size_t n = o->n_policies ? o->n_policies : md_policy_table_count;
   for (size_t i = 0; i < n; i++) {
-    bool seen = false;
-    for (size_t j = 0; j < st->n_policies; j++) seen |= st->policies[j] == list[i];
-    if (seen && list[i] != MD_POLICY_FULL)
-      return md_fail(err, MD_E_INVALID, "policy %s is listed twice", md_policy_kind_name(list[i]));
-    if (!seen) st->policies[st->n_policies++] = list[i];
+    const md_policy_class *c = list[i];
+    if (!c || !c->name || !c->name[0])
+      return md_fail(err, MD_E_INVALID, "policy %zu of %zu: no class, or one without a name",
+                     i + 1, n);
+    size_t length = strlen(c->name);
+    if (length >= MD_EVAL_POLICY_NAME_MAX ||
+        strspn(c->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != length)
+      return md_fail(err, MD_E_INVALID, "policy name \"%s\": want at most %d of a-z, 0-9, _ and -",
+                     c->name, MD_EVAL_POLICY_NAME_MAX - 1);
+    if (c == &md_policy_class_full) continue;
+    for (size_t j = 0; j < st->n_policies; j++)
+      if (!strcmp(st->policies[j]->name, c->name))
+        return md_fail(err, MD_E_INVALID, "policy %s is listed twice", c->name);
+    if (st->n_policies == MD_EVAL_MAX_POLICIES)
+      return md_fail(err, MD_E_INVALID, "at most %d policies, the full cache included",
+                     MD_EVAL_MAX_POLICIES);
+    st->policies[st->n_policies++] = c;
   }
   return MD_OK;
 }
@@ -430,11 +438,11 @@ static md_status make_engine(eval_state *st, md_error *err) {
   st->row = malloc(st->max_positions * sizeof *st->row);
   if (!st->row) return md_fail(err, MD_E_NOMEM, "out of memory");
   for (size_t i = 0; i < st->n_policies; i++) {
-    md_policy_options po = {.kind = st->policies[i], .page_size = st->page_size,
+    md_policy_options po = {.policy = st->policies[i], .page_size = st->page_size,
                             .seed = st->options->seed, .sink_tokens = SINK_TOKENS};
     if ((s = md_policy_new(&st->policy_config, &po, &st->policy[i], err)) != MD_OK)
       return md_error_prefix(err, "%s: policy %s", st->options->config_path,
-                             md_policy_kind_name(st->policies[i]));
+                             st->policies[i]->name);
   }
   return MD_OK;
 }
@@ -468,16 +476,16 @@ static md_status init_results(eval_state *st, md_error *err) {
                                            MD_EVAL_DEFAULT_BUDGET_LARGE};
   const double *budgets = o->n_budgets ? o->budgets : default_budgets;
   size_t n_budgets = o->n_budgets ? o->n_budgets : sizeof default_budgets / sizeof default_budgets[0];
-  st->run_kind[r->n_runs] = MD_POLICY_FULL;
+  st->run_class[r->n_runs] = &md_policy_class_full;
   r->run_budget[r->n_runs++] = 1.0;
   for (size_t p = 1; p < st->n_policies; p++)
     for (size_t b = 0; b < n_budgets; b++) {
-      st->run_kind[r->n_runs] = st->policies[p];
+      st->run_class[r->n_runs] = st->policies[p];
       r->run_budget[r->n_runs++] = budgets[b];
     }
   for (size_t run = 0; run < r->n_runs; run++)
     snprintf(r->run_policy[run], sizeof r->run_policy[run], "%s",
-             md_policy_kind_name(st->run_kind[run]));
+             st->run_class[run]->name);
   const md_policy_config *pc = &st->policy_config;
   r->n_regions = pc->n_regions;
   r->regions = calloc(pc->n_regions ? pc->n_regions : 1, sizeof *r->regions);
@@ -528,9 +536,9 @@ static md_status init_results(eval_state *st, md_error *err) {
 
 /* ---- one run --------------------------------------------------------------------------- */
 
-static md_policy *policy_of(eval_state *st, md_policy_kind kind) {
+static md_policy *policy_of(eval_state *st, const md_policy_class *cls) {
   for (size_t i = 0; i < st->n_policies; i++)
-    if (st->policies[i] == kind) return st->policy[i];
+    if (st->policies[i] == cls) return st->policy[i];
   return NULL;
 }
 
@@ -642,11 +650,11 @@ static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_e
   md_eval_results *r = st->results;
   md_eval_episode *re = &r->episodes[episode];
   md_eval_run *run = &re->runs[run_index];
-  md_policy_kind kind = st->run_kind[run_index];
+  const md_policy_class *cls = st->run_class[run_index];
   int64_t budget = (int64_t)ceil(r->run_budget[run_index] * (double)re->pages - 1e-9);
   if (budget < 1) budget = 1;
-  run->budget_pages = kind == MD_POLICY_FULL ? re->pages : budget;
-  md_policy *policy = policy_of(st, kind);
+  run->budget_pages = cls == &md_policy_class_full ? re->pages : budget;
+  md_policy *policy = policy_of(st, cls);
   md_policy_reset(policy, st->options->seed + (uint64_t)episode);
   md_qwen2_reset(st->forward);
   md_status s = MD_OK;
@@ -673,7 +681,7 @@ static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_e
   }
   if (s != MD_OK)
     return md_error_prefix(err, "%s:%zu: episode \"%s\", policy %s", e->trace.path, e->trace.line,
-                           e->trace.id, md_policy_kind_name(kind));
+                           e->trace.id, cls->name);
   return MD_OK;
 }
 

@@ -56,15 +56,12 @@
 #include "io/base/error.h"
 #include "io/formats/eval_results.h"
 #include "runtime/policy.h"
+#include "runtime/policy_class.h"
 
 #define MD_EVAL_DEFAULT_ANSWER_TOKENS 32 /* eval --max-answer-tokens */
 /* eval --budgets: the two cache budgets, as shares of each prompt */
 #define MD_EVAL_DEFAULT_BUDGET_SMALL 0.25
 #define MD_EVAL_DEFAULT_BUDGET_LARGE 0.5
-
-/* The default policies: every kind (full is the ceiling, always run). */
-extern const md_policy_kind md_eval_default_policies[];
-extern const size_t md_eval_default_policy_count;
 
 typedef struct md_eval_options {
   const char *model_dir;      /* Hugging Face checkpoint directory */
@@ -74,8 +71,13 @@ typedef struct md_eval_options {
   int threads;                /* CPU threads; 0 = all cores */
   bool exact_gemm;            /* CUDA: prompt products in fp32 */
   bool bf16_gemm;             /* CPU: BF16 prompt products by AVX-512 BF16 */
-  md_policy_kind policies[MD_EVAL_MAX_POLICIES];
-  size_t n_policies;          /* 0: md_eval_default_policies; full is added when absent */
+  /* The policies, in the order to run them: classes of the table
+     (runtime/policy_table.h, md_policy_find) or the caller's own
+     (runtime/policy_class.h: a policy outside the table runs the same way;
+     its name, unique among them, goes into the results). */
+  const md_policy_class *policies[MD_EVAL_MAX_POLICIES];
+  size_t n_policies;          /* 0: every policy of the table, in its order; full (the
+                                 ceiling) is run first whether listed or not */
   double budgets[MD_EVAL_MAX_BUDGETS];
   size_t n_budgets;           /* 0: MD_EVAL_DEFAULT_BUDGET_SMALL and _LARGE */
   int page_size;              /* 0: the config's policy.page_size */

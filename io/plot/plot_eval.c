@@ -10,19 +10,12 @@
 
 enum { WIDTH = 1400, PANEL_HEIGHT = 380, TITLE_HEIGHT = 70, LEGEND_WIDTH = 230 };
 
-/* Policy colours: Okabe-Ito, in the order the policies are listed; MemDecay
- * in the strongest colours so that it stands out. */
-static md_plot_rgb policy_color(const char *policy) {
-  static const struct {
-    const char *name;
-    md_plot_rgb rgb;
-  } table[] = {
-      {"random", {0.60, 0.60, 0.60}},       {"streaming", {0.902, 0.624, 0.0}},
-      {"h2o", {0.337, 0.706, 0.914}},       {"memdecay", {0.835, 0.369, 0.0}},
-      {"memdecay-raw", {0.8, 0.475, 0.655}}, {"full", {0.0, 0.0, 0.0}},
-  };
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-    if (!strcmp(table[i].name, policy)) return table[i].rgb;
+/* A policy's colour: the one given (eval's policy table: Okabe-Ito, MemDecay
+ * in the strongest colours so that it stands out), else a blue. */
+static md_plot_rgb policy_color(const md_plot_policy_color *colors, size_t n, const char *policy) {
+  for (size_t i = 0; colors && i < n; i++)
+    if (colors[i].policy && !strcmp(colors[i].policy, policy))
+      return (md_plot_rgb){colors[i].rgb[0], colors[i].rgb[1], colors[i].rgb[2]};
   return (md_plot_rgb){0.0, 0.447, 0.698};
 }
 
@@ -35,6 +28,8 @@ typedef struct figure {
   size_t regions[64];          /* region indices with probes */
   size_t n_regions;
   char title[256];
+  const md_plot_policy_color *colors;
+  size_t n_colors;
 } figure;
 
 static double share(const md_eval_cell *c) {
@@ -97,7 +92,7 @@ static void draw_panel(cairo_t *cr, const figure *f, size_t b, double x0, double
       double v = share(md_eval_cell_at(r, (size_t)run, g));
       if (!isfinite(v)) continue;
       double y = md_plot_axis_map(&axis, v);
-      md_plot_set_color(cr, policy_color(f->policies[p]), 1.0);
+      md_plot_set_color(cr, policy_color(f->colors, f->n_colors, f->policies[p]), 1.0);
       cairo_rectangle(cr, gx + bar_w * (double)p + 1, y, bar_w - 2, bottom - y);
       cairo_fill(cr);
     }
@@ -152,7 +147,7 @@ static cairo_status_t draw(cairo_t *cr, void *context, double width, double heig
   double lx = plot_w + 20, ly = TITLE_HEIGHT + 40;
   md_plot_font(cr, MD_PLOT_FONT_LEGEND, false);
   for (size_t p = 0; p < f->n_policies; p++) {
-    md_plot_set_color(cr, policy_color(f->policies[p]), 1.0);
+    md_plot_set_color(cr, policy_color(f->colors, f->n_colors, f->policies[p]), 1.0);
     cairo_rectangle(cr, lx, ly + 30.0 * (double)p, 22, 18);
     cairo_fill(cr);
     cairo_set_source_rgb(cr, 0, 0, 0);
@@ -173,12 +168,13 @@ static cairo_status_t draw(cairo_t *cr, void *context, double width, double heig
   return cairo_status(cr);
 }
 
-md_status md_plot_eval(const char *path, const md_eval_results *r, md_error *err) {
+md_status md_plot_eval(const char *path, const md_eval_results *r,
+                       const md_plot_policy_color *colors, size_t n_colors, md_error *err) {
   md_status s = md_plot_check_path(path, err);
   if (s != MD_OK) return s;
   if (r->n_runs == 0 || r->n_regions == 0)
     return md_fail(err, MD_E_INVALID, "%s: no results to draw", path);
-  figure f = {.r = r};
+  figure f = {.r = r, .colors = colors, .n_colors = n_colors};
   for (size_t run = 1; run < r->n_runs; run++) {
     bool seen = false;
     for (size_t b = 0; b < f.n_budgets; b++) seen |= f.budgets[b] == r->run_budget[run];

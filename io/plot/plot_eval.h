@@ -8,9 +8,20 @@
 #ifndef MD_IO_PLOT_PLOT_EVAL_H
 #define MD_IO_PLOT_PLOT_EVAL_H
 
+#include <stddef.h>
+
 #include "io/base/error.h"
 #include "io/formats/eval_results.h"
 
-md_status md_plot_eval(const char *path, const md_eval_results *results, md_error *err);
+/* A policy's colour: sRGB components in [0, 1]. eval passes those of its
+ * policy table (runtime/policy_table.h: each class's color); a policy of the
+ * results without one is drawn in a blue. */
+typedef struct md_plot_policy_color {
+  const char *policy;
+  double rgb[3];
+} md_plot_policy_color;
+
+md_status md_plot_eval(const char *path, const md_eval_results *results,
+                       const md_plot_policy_color *colors, size_t n_colors, md_error *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "collector/eval/eval.h"
+#include "runtime/policy_table.h"
 #include "tests/test_util.h"
 
 static char *path_of(const char *relative) {
@@ -105,9 +106,9 @@ int main(void) {
   base_options(&o, model, traces, config);
   o.max_episodes = 2;
   o.page_size = 1;
-  o.policies[0] = MD_POLICY_MEMDECAY;
-  o.policies[1] = MD_POLICY_H2O;
-  o.policies[2] = MD_POLICY_RANDOM;
+  o.policies[0] = md_policy_find("memdecay");
+  o.policies[1] = md_policy_find("h2o");
+  o.policies[2] = md_policy_find("random");
   o.n_policies = 3;
   o.budgets[0] = 0.5;
   o.n_budgets = 1;

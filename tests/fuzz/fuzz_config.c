@@ -11,6 +11,7 @@
 #include "fuzz_util.h"
 #include "io/formats/config.h"
 #include "runtime/policy.h"
+#include "runtime/policy_table.h"
 
 static const unsigned config_failures =
     FUZZ_ST(MD_E_FORMAT) | FUZZ_ST(MD_E_IO) | FUZZ_ST(MD_E_UNSUPPORTED) | FUZZ_ST(MD_E_INVALID);
@@ -38,9 +39,10 @@ static void check_policy(const md_policy_config *p, const md_config_summary *sum
     FUZZ_CHECK((isfinite(r->lambda) && r->lambda >= 0) || (r->pinned && isnan(r->lambda)));
   }
   FUZZ_CHECK(md_policy_config_region(p, "no such region") == -1);
-  md_policy_kind kinds[] = {MD_POLICY_MEMDECAY, MD_POLICY_MEMDECAY_RAW};
+  const char *kinds[] = {"memdecay", "memdecay-raw"};
   for (size_t k = 0; k < 2; k++) {
-    md_policy_options options = {.kind = kinds[k]};
+    md_policy_options options = {.policy = md_policy_find(kinds[k])};
+    FUZZ_CHECK(options.policy != NULL);
     md_policy *policy = NULL;
     md_error err = {0};
     md_status status = md_policy_new(p, &options, &policy, &err);

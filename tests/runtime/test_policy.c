@@ -1,7 +1,8 @@
 /* runtime/policy: the score formula on a tiny example worked out by hand,
  * each policy's choice on small hand examples, the invariants (budget met
  * unless only unevictable pages remain, pinned and newest pages kept,
- * nothing evicted within budget) for every kind at page sizes 1, 4 and 16,
+ * nothing evicted within budget) for every policy of the table at page sizes
+ * 1, 4 and 16,
  * determinism, argument refusals, and config loading (errors name the file
  * and the field; the shipped golden config loads). Every expected number is
  * derived in the comments from the inputs. */
@@ -12,7 +13,10 @@
 #include <string.h>
 
 #include "io/formats/config.h"
+#include "io/formats/eval_results.h"
 #include "runtime/policy.h"
+#include "runtime/policy_class.h"
+#include "runtime/policy_table.h"
 #include "tests/test_util.h"
 
 static char *source_path(const char *relative) {
@@ -30,14 +34,27 @@ static char *data_path(const char *name) {
   return source_path(relative);
 }
 
-static md_policy *make(md_policy_kind kind, const md_policy_config *config, int page_size,
-                       uint64_t seed) {
-  md_policy_options options = {.kind = kind, .page_size = page_size, .seed = seed};
+/* The table's class `name` (runtime/policy_table.h). */
+static const md_policy_class *policy_class(const char *name) {
+  const md_policy_class *c = md_policy_find(name);
+  CHECK_MSG(c != NULL, "no policy %s in the table", name);
+  return c;
+}
+
+static md_policy *make_class(const md_policy_class *cls, const md_policy_config *config,
+                             int page_size, uint64_t seed) {
+  md_policy_options options = {.policy = cls, .page_size = page_size, .seed = seed};
   md_policy *policy = NULL;
   md_error err = {0};
   md_status status = md_policy_new(config, &options, &policy, &err);
-  CHECK_MSG(status == MD_OK, "%s: %s", md_policy_kind_name(kind), err.message);
+  CHECK_MSG(status == MD_OK, "%s: %s", cls ? cls->name : "?", err.message);
   return policy;
+}
+
+static md_policy *make(const char *name, const md_policy_config *config, int page_size,
+                       uint64_t seed) {
+  const md_policy_class *cls = policy_class(name);
+  return cls ? make_class(cls, config, page_size, seed) : NULL;
 }
 
 static void append(md_policy *policy, int64_t position, int region) {
@@ -123,9 +140,9 @@ static void test_hand_scores(void) {
    *   0.478125, s_3 = 0.4 + 0.078125 = 0.478125, s_4 = 0.4 + 0.109375 =
    *   0.509375.
    * h2o: acc = prefill + decode = 2.125, 1, 0.875, 0.5625, 0.4375. */
-  md_policy *p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
-  md_policy *raw = make(MD_POLICY_MEMDECAY_RAW, &hand_config, 0, 0);
-  md_policy *h2o = make(MD_POLICY_H2O, &hand_config, 0, 0);
+  md_policy *p = make("memdecay", &hand_config, 0, 0);
+  md_policy *raw = make("memdecay-raw", &hand_config, 0, 0);
+  md_policy *h2o = make("h2o", &hand_config, 0, 0);
   if (!p || !raw || !h2o) return;
   hand_feed(p);
   hand_feed(raw);
@@ -187,7 +204,7 @@ static void test_hand_scores(void) {
    * query over v = 4 with a = 0.25 each: r = 1 = tau, so all are refreshed
    * at t = 4 and e = 0.5 * 1. Token 0: dt = 0, s = 0.8 + 0.25 * 0.5 = 0.925
    * (unrefreshed it would be 0.8 * 2^-3 + 0.125 = 0.225). */
-  p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
+  p = make("memdecay", &hand_config, 0, 0);
   if (!p) return;
   for (int i = 0; i < 4; i++) append(p, i, 1);
   const float even[4] = {0.25f, 0.25f, 0.25f, 0.25f};
@@ -206,7 +223,7 @@ static void test_base_priority_order(void) {
   };
   md_policy_config config = {.page_size = 2, .tau = 1, .ewma_beta = 0.9, .alpha = 0, .kappa = 1,
                              .n_regions = 3, .regions = regions};
-  md_policy *p = make(MD_POLICY_MEMDECAY, &config, 0, 0);
+  md_policy *p = make("memdecay", &config, 0, 0);
   if (!p) return;
   /* Pages of 2: page 0 = x x (0.5), page 1 = y y (0.2), page 2 = z z (0.9),
    * page 3 = y y (0.2), page 4 = x y (mean 0.35), page 5 = z (newest). */
@@ -236,7 +253,7 @@ static void test_base_priority_order(void) {
 static void test_streaming(void) {
   /* page_size 2, 4 sink tokens = pages 0 and 1; positions 0..11 = pages
    * 0..5. Budget 4: two go, the oldest non-sink pages 2 and 3 (4..7). */
-  md_policy *p = make(MD_POLICY_STREAMING, NULL, 2, 0);
+  md_policy *p = make("streaming", NULL, 2, 0);
   if (!p) return;
   for (int i = 0; i < 12; i++) append(p, i, -1);
   const int64_t want[] = {4, 5, 6, 7};
@@ -250,7 +267,7 @@ static void test_streaming(void) {
 
   /* page_size 16: the sink page keeps all 16 of its tokens. Positions
    * 0..47 = pages 0, 1, 2; budget 2 drops page 1 (16..31). */
-  p = make(MD_POLICY_STREAMING, NULL, 16, 0);
+  p = make("streaming", NULL, 16, 0);
   if (!p) return;
   for (int i = 0; i < 48; i++) append(p, i, -1);
   const int64_t *got;
@@ -263,13 +280,14 @@ static void test_streaming(void) {
 
   /* Token-granular: exactly the 4 sinks and the recent window. Positions
    * 0..9, budget 6: 4, 5, 6, 7 go. With sink_tokens 2 and budget 3: 2..8 go. */
-  p = make(MD_POLICY_STREAMING, NULL, 1, 0);
+  p = make("streaming", NULL, 1, 0);
   if (!p) return;
   for (int i = 0; i < 10; i++) append(p, i, -1);
   const int64_t token_want[] = {4, 5, 6, 7};
   evict_expect(p, 6, token_want, 4);
   md_policy_free(p);
-  md_policy_options options = {.kind = MD_POLICY_STREAMING, .page_size = 1, .sink_tokens = 2};
+  md_policy_options options = {.policy = policy_class("streaming"), .page_size = 1,
+                               .sink_tokens = 2};
   CHECK(md_policy_new(NULL, &options, &p, &err) == MD_OK);
   for (int i = 0; i < 10; i++) append(p, i, -1);
   const int64_t two_sinks[] = {2, 3, 4, 5, 6, 7, 8};
@@ -289,7 +307,7 @@ static void test_h2o(void) {
    * Budget 3: ceil(3/2) = 2 recent pages (4, 5) kept; the other budget page
    * goes to the heaviest of 0..3. Three go, lowest mean first: page 0 (0.5,
    * older of the tie), page 2 (0.5), page 3 (1). Kept: page 1, 4, 5. */
-  md_policy *p = make(MD_POLICY_H2O, NULL, 2, 0);
+  md_policy *p = make("h2o", NULL, 2, 0);
   if (!p) return;
   for (int i = 0; i < 12; i++) append(p, i, -1);
   const float received[12] = {0.25f, 0.75f, 3, 1, 0.5f, 0.5f, 1, 1, 0.5f, 0.5f, 0.5f, 0.5f};
@@ -309,7 +327,7 @@ static void test_h2o(void) {
    * then position 5, whose query puts 0.3 0.1 0.1 0.1 0.2 0.2. acc = 0.4 0.5 0.2 0.3
    * 0.4 0.2. Budget 4: 2 recent (4, 5), 2 heavy among 0..3: keep 1 (0.5) and
    * 0 (0.4); 2 (0.2) and 3 (0.3) go. */
-  p = make(MD_POLICY_H2O, NULL, 1, 0);
+  p = make("h2o", NULL, 1, 0);
   if (!p) return;
   for (int i = 0; i < 5; i++) append(p, i, -1);
   const float q1[5] = {0.1f, 0.4f, 0.1f, 0.2f, 0.2f};
@@ -327,7 +345,7 @@ static void test_random_and_full(void) {
    * 0..3 (never 4, the newest). Over 4000 seeds each page should go about
    * 1000 times: binomial sd sqrt(4000 * 1/4 * 3/4) = 27.4, so +-150 is
    * 5.5 sd. */
-  md_policy *p = make(MD_POLICY_RANDOM, NULL, 4, 1);
+  md_policy *p = make("random", NULL, 4, 1);
   if (!p) return;
   int counts[5] = {0};
   for (uint64_t seed = 0; seed < 4000; seed++) {
@@ -364,7 +382,7 @@ static void test_random_and_full(void) {
   }
   md_policy_free(p);
 
-  md_policy *full = make(MD_POLICY_FULL, NULL, 1, 0);
+  md_policy *full = make("full", NULL, 1, 0);
   if (!full) return;
   for (int i = 0; i < 50; i++) append(full, i, -1);
   evict_expect(full, 0, NULL, 0);
@@ -372,7 +390,7 @@ static void test_random_and_full(void) {
   md_policy_free(full);
 }
 
-/* ---- invariants, every kind, page sizes 1, 4, 16 ------------------------------- */
+/* ---- invariants, every policy of the table, page sizes 1, 4, 16 --------------- */
 
 static uint64_t lcg(uint64_t *state) {
   *state = *state * 6364136223846793005ull + 1442695040888963407ull;
@@ -387,20 +405,19 @@ static void test_invariants(void) {
   };
   md_policy_config config = {.page_size = 16, .tau = 1, .ewma_beta = 0.9, .alpha = 0.4,
                              .kappa = 3, .n_regions = 3, .regions = regions};
-  const md_policy_kind kinds[] = {MD_POLICY_FULL, MD_POLICY_RANDOM, MD_POLICY_STREAMING,
-                                  MD_POLICY_H2O, MD_POLICY_MEMDECAY, MD_POLICY_MEMDECAY_RAW};
   const int page_sizes[] = {1, 4, 16};
   enum { PROMPT = 300, TOTAL = 2000 };
   float *received = malloc(TOTAL * sizeof *received);
   bool *cached = malloc(TOTAL * sizeof *cached);
   int *region_of = malloc(TOTAL * sizeof *region_of);
   if (!received || !cached || !region_of) return;
-  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+  for (size_t k = 0; k < md_policy_table_count; k++) {
+    const md_policy_class *cls = md_policy_table[k];
     for (size_t ps = 0; ps < sizeof page_sizes / sizeof page_sizes[0]; ps++) {
       int page_size = page_sizes[ps];
-      md_policy *p = make(kinds[k], &config, page_size, 7);
+      md_policy *p = make_class(cls, &config, page_size, 7);
       if (!p) continue;
-      bool pins = kinds[k] == MD_POLICY_MEMDECAY || kinds[k] == MD_POLICY_MEMDECAY_RAW;
+      bool pins = cls->uses_regions;
       int64_t budget = 64 / page_size + 2;  /* about 64 tokens and a bit */
       uint64_t rng = 12345;
       int64_t n = 0;
@@ -448,12 +465,12 @@ static void test_invariants(void) {
         }
         if (fixed_page) fixed++;
         CHECK(md_policy_cached_pages(p) == pages);
-        if (kinds[k] == MD_POLICY_FULL) {
+        if (!cls->choose) {  /* full */
           CHECK(n == pos + 1);
         } else {
           /* Within budget, or only unevictable pages beyond it. */
           CHECK_MSG(pages <= budget || pages == fixed, "%s page %d: %lld pages, %lld fixed",
-                    md_policy_kind_name(kinds[k]), page_size, (long long)pages,
+                    cls->name, page_size, (long long)pages,
                     (long long)fixed);
           if (pages > budget) CHECK(pins);
         }
@@ -475,7 +492,7 @@ static void test_invariants(void) {
 static void test_refusals(void) {
   md_error err = {0};
   md_policy *p = NULL;
-  md_policy_options options = {.kind = MD_POLICY_MEMDECAY};
+  md_policy_options options = {.policy = policy_class("memdecay")};
   CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
   CHECK(strstr(err.message, "needs a memdecay.json") != NULL);
   md_policy_region bad_regions[] = {{.name = "plan", .base_priority = 0.5, .lambda = NAN}};
@@ -493,7 +510,7 @@ static void test_refusals(void) {
   CHECK(md_policy_new(&hand_config, &options, &p, &err) == MD_E_INVALID);
   options.page_size = 0;
 
-  p = make(MD_POLICY_MEMDECAY, &hand_config, 0, 0);
+  p = make("memdecay", &hand_config, 0, 0);
   if (!p) return;
   CHECK(md_policy_append(p, 0, -1, &err) == MD_E_INVALID);   /* memdecay needs a region */
   CHECK(md_policy_append(p, 0, 3, &err) == MD_E_INVALID);    /* 3 regions */
@@ -515,21 +532,199 @@ static void test_refusals(void) {
   CHECK(md_policy_evict(p, -1, &got, &n, &err) == MD_E_INVALID);
   md_policy_free(p);
 
-  md_policy *h2o = make(MD_POLICY_H2O, &hand_config, 0, 0);
+  md_policy *h2o = make("h2o", &hand_config, 0, 0);
   if (!h2o) return;
   append(h2o, 0, -1);   /* region-agnostic: -1 or an index */
   append(h2o, 1, 2);
   CHECK(md_policy_append(h2o, 2, 3, &err) == MD_E_INVALID);
   md_policy_free(h2o);
 
-  md_policy_kind kind;
-  CHECK(md_policy_kind_parse("memdecay-raw", &kind) && kind == MD_POLICY_MEMDECAY_RAW);
-  CHECK(md_policy_kind_parse("streaming", &kind) && kind == MD_POLICY_STREAMING);
-  CHECK(!md_policy_kind_parse("H2O", &kind) && kind == MD_POLICY_STREAMING);
-  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_H2O), "h2o"));
-  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_FULL), "full"));
-  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_RANDOM), "random"));
-  CHECK(!strcmp(md_policy_kind_name(MD_POLICY_MEMDECAY), "memdecay"));
+  options.policy = NULL;
+  CHECK(md_policy_new(&hand_config, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK(strstr(err.message, "no policy class") != NULL);
+}
+
+/* ---- a policy from outside the table (runtime/policy_class.h) ------------------ */
+
+/* "oldest-first", defined here and nowhere else: every evictable page, the
+ * oldest first (pinned regions kept: uses_regions). Its hooks count their
+ * calls and check what the engine promises a class: the view after an
+ * append ends with the token, an observe's view carries the attention
+ * accumulated, the pages are in page order with the newest not evictable. */
+typedef struct oldest_state {
+  int64_t appends, observes, chooses, resets;
+  double acc_seen;   /* the sum of acc over the view at the last observe */
+} oldest_state;
+static int oldest_frees = 0;
+static const oldest_state *oldest_last = NULL;  /* the state of the last policy reset */
+
+static void oldest_reset(void *state, uint64_t seed) {
+  (void)seed;
+  ((oldest_state *)state)->resets++;
+  oldest_last = state;
+}
+
+static md_status oldest_append(void *state, const md_policy_view *v, md_error *err) {
+  (void)err;
+  ((oldest_state *)state)->appends++;
+  CHECK(v->n >= 1 && v->step >= 1);
+  return MD_OK;
+}
+
+static md_status oldest_observe(void *state, const md_policy_view *v, const float *received,
+                                int64_t n_queries, md_error *err) {
+  (void)received, (void)n_queries, (void)err;
+  oldest_state *s = state;
+  s->observes++;
+  s->acc_seen = 0;
+  for (int64_t i = 0; i < v->n; i++) s->acc_seen += v->acc[i];
+  return MD_OK;
+}
+
+static md_status oldest_choose(void *state, const md_policy_view *v, const md_policy_page *pages,
+                               int64_t n_pages, int64_t budget_pages, int64_t excess,
+                               md_policy_candidate *order, int64_t *n_order, md_error *err) {
+  (void)budget_pages, (void)excess, (void)err;
+  ((oldest_state *)state)->chooses++;
+  CHECK(n_pages > 0 && !pages[n_pages - 1].evictable);
+  int64_t n = 0;
+  for (int64_t j = 0; j < n_pages; j++) {
+    CHECK(j == 0 || pages[j].page > pages[j - 1].page);
+    CHECK(pages[j].page == v->position[pages[j].first] / v->page_size);
+    if (pages[j].evictable) order[n++].index = j;
+  }
+  *n_order = n;
+  return MD_OK;
+}
+
+static void oldest_free(void *state) {
+  (void)state;
+  oldest_frees++;
+}
+
+static const md_policy_class oldest_first = {
+    .name = "oldest-first",
+    .description = "every unpinned page, oldest first (a test's policy)",
+    .uses_regions = true,
+    .state_size = sizeof(oldest_state),
+    .reset = oldest_reset,
+    .append = oldest_append,
+    .observe = oldest_observe,
+    .choose = oldest_choose,
+    .free = oldest_free,
+};
+
+/* A class that breaks the contract: it offers the newest page. */
+static md_status newest_choose(void *state, const md_policy_view *v, const md_policy_page *pages,
+                               int64_t n_pages, int64_t budget_pages, int64_t excess,
+                               md_policy_candidate *order, int64_t *n_order, md_error *err) {
+  (void)state, (void)v, (void)pages, (void)budget_pages, (void)excess, (void)err;
+  order[0].index = n_pages - 1;
+  *n_order = 1;
+  return MD_OK;
+}
+
+static md_status failing_init(void *state, const md_policy_options *options,
+                              const md_policy_config *config, md_error *err) {
+  (void)state, (void)options, (void)config;
+  return md_fail(err, MD_E_INVALID, "no such setting");
+}
+
+static void test_class_outside_table(void) {
+  CHECK(md_policy_find("oldest-first") == NULL);  /* not in the table */
+  /* page size 4: pages 0..9 over positions 0..39; page 1 holds a token of
+   * the pinned region (position 5), the rest are region 2 */
+  md_policy *p = make_class(&oldest_first, &hand_config, 4, 0);
+  if (!p) return;
+  CHECK(md_policy_get_class(p) == &oldest_first);
+  const oldest_state *s = oldest_last;
+  CHECK(s && s->resets == 1 && s->appends == 0);
+  for (int64_t pos = 0; pos < 40; pos++) append(p, pos, pos == 5 ? 0 : 2);
+  float received[40];
+  for (int i = 0; i < 40; i++) received[i] = 0.25f;
+  observe(p, received, 40, 40);
+  /* Budget 5 of 10 pages: the 5 oldest evictable go, pages 0, 2, 3, 4, 5
+   * (page 1 pinned): positions 0-3 and 8-23. */
+  int64_t want[20];
+  int64_t n_want = 0;
+  for (int64_t q = 0; q < 4; q++) want[n_want++] = q;
+  for (int64_t q = 8; q < 24; q++) want[n_want++] = q;
+  evict_expect(p, 5, want, n_want);
+  CHECK(md_policy_cached_pages(p) == 5 && md_policy_cached_tokens(p) == 20);
+  /* Within budget: nothing, and choose is not called. */
+  evict_expect(p, 5, NULL, 0);
+  /* Budget 1: all but the pinned page 1 and the newest page 9 go, and the
+   * budget cannot be met (not an error). */
+  const int64_t want2[] = {24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
+  evict_expect(p, 1, want2, 12);
+  CHECK(md_policy_cached_pages(p) == 2);
+  /* The hooks ran as documented: an append per token, an observe with the
+   * attention accumulated (40 x 0.25), choose per evict beyond the budget. */
+  if (s) {
+    CHECK(s->appends == 40 && s->observes == 1 && s->chooses == 2);
+    CHECK(s->acc_seen == 10.0);
+  }
+  md_policy_reset(p, 9);
+  if (s) CHECK(s->resets == 2);
+  md_policy_free(p);
+  CHECK(oldest_frees == 1);
+
+  /* Without a config: refused, as for memdecay (uses_regions). */
+  md_error err = {0};
+  md_policy_options options = {.policy = &oldest_first, .page_size = 4};
+  p = NULL;
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(strstr(err.message, "policy oldest-first: needs a memdecay.json") != NULL, "%s",
+            err.message);
+
+  /* A choice of the newest page is refused, naming the policy. */
+  const md_policy_class newest = {.name = "newest", .description = "breaks the contract",
+                                  .choose = newest_choose};
+  p = make_class(&newest, NULL, 1, 0);
+  if (p) {
+    append(p, 0, -1);
+    append(p, 1, -1);
+    const int64_t *got = NULL;
+    int64_t n = 0;
+    CHECK(md_policy_evict(p, 1, &got, &n, &err) == MD_E_INVALID && n == 0);
+    CHECK_MSG(strstr(err.message, "policy newest: chose page index 1 of 2, which is not "
+                     "evictable") != NULL, "%s", err.message);
+    CHECK(md_policy_cached_tokens(p) == 2);
+    md_policy_free(p);
+  }
+
+  /* An init that fails: the error comes back prefixed, the free hook runs. */
+  const md_policy_class failing = {.name = "failing", .description = "init fails",
+                                   .state_size = 8, .init = failing_init, .free = oldest_free};
+  options = (md_policy_options){.policy = &failing};
+  p = NULL;
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(!strcmp(err.message, "policy failing: no such setting"), "%s", err.message);
+  CHECK(oldest_frees == 2);
+}
+
+/* The table itself: names unique, in the form eval writes, descriptions one
+ * short line, colours in range; full first (eval's ceiling), md_policy_find
+ * finds each and nothing else. */
+static void test_table(void) {
+  CHECK(md_policy_table_count >= 1 && md_policy_table[0] == &md_policy_class_full);
+  CHECK(md_policy_table_count <= MD_EVAL_MAX_POLICIES);  /* eval runs them all by default */
+  for (size_t i = 0; i < md_policy_table_count; i++) {
+    const md_policy_class *c = md_policy_table[i];
+    size_t length = strlen(c->name);
+    CHECK_MSG(length > 0 && length < MD_EVAL_POLICY_NAME_MAX &&
+                  strspn(c->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == length,
+              "policy name '%s'", c->name);
+    CHECK_MSG(c->description && strlen(c->description) <= 60 && !strchr(c->description, '\n'),
+              "%s: description", c->name);
+    for (int k = 0; k < 3; k++) CHECK(c->color[k] >= 0 && c->color[k] <= 1);
+    CHECK(md_policy_find(c->name) == c);
+    for (size_t j = 0; j < i; j++) CHECK(strcmp(md_policy_table[j]->name, c->name) != 0);
+  }
+  CHECK(md_policy_find("H2O") == NULL && md_policy_find("") == NULL &&
+        md_policy_find(NULL) == NULL);
+  /* The engine's choice of full: never evicts (no choose). */
+  CHECK(md_policy_class_full.choose == NULL);
 }
 
 /* ---- config loading ------------------------------------------------------------ */
@@ -551,7 +746,7 @@ static void test_config_load(void) {
   CHECK(md_policy_config_region(&config, "plan") == 1);
   CHECK(md_policy_config_region(&config, "user") == -1);
   /* The config's page size is the default. */
-  md_policy *p = make(MD_POLICY_MEMDECAY, &config, 0, 0);
+  md_policy *p = make("memdecay", &config, 0, 0);
   if (p) {
     for (int i = 0; i < 9; i++) append(p, i, 1);
     CHECK(md_policy_cached_pages(p) == 3);  /* 0..3, 4..7, 8 */
@@ -622,6 +817,8 @@ int main(void) {
   test_random_and_full();
   test_invariants();
   test_refusals();
+  test_class_outside_table();
+  test_table();
   test_config_load();
   return md_test_finish("test_policy");
 }

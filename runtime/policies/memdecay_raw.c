@@ -1,0 +1,24 @@
+/* memdecay-raw: memdecay's unnormalised form, kept for comparison
+ * (runtime/policy.h, Scores): b_r exp(-lambda_r dt) + alpha e_raw, the EWMA
+ * of the plain attention share, no kappa. Pinned regions and the order pages
+ * go as memdecay's. */
+#include <math.h>
+
+#include "runtime/policy_class.h"
+
+static double memdecay_raw_score(const md_policy_view *v, int64_t i) {
+  int r = v->region[i];
+  if (v->pinned[r]) return INFINITY;
+  double decay = v->base_priority[r] * exp(-v->lambda[r] * (double)(v->step - v->refresh[i]));
+  return decay + v->alpha * v->e_raw[i];
+}
+
+const md_policy_class md_policy_class_memdecay_raw = {
+    .name = "memdecay-raw",
+    .description = "memdecay with the raw attention share, no kappa",
+    .parameters = "--config",
+    .color = {0.8, 0.475, 0.655},
+    .uses_regions = true,
+    .score = memdecay_raw_score,
+    .choose = md_policy_choose_by_score,
+};
