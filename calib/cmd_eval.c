@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "calib/cli.h"
@@ -14,6 +13,7 @@
 #include "collector/eval/eval.h"
 #include "io/base/output_guard.h"
 #include "io/base/policy_defaults.h"
+#include "io/base/timestamp.h"
 #include "io/formats/eval_results.h"
 #include "io/plot/plot.h"
 #include "io/plot/plot_eval.h"
@@ -430,10 +430,7 @@ int md_cmd_eval(int argc, char **argv) {
     return md_cli_report(&err);
   }
   char created[32];
-  time_t now = time(NULL);
-  struct tm utc;
-  gmtime_r(&now, &utc);
-  strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  md_timestamp_now(created);
   results.created = strdup(created);
   status = md_eval_results_write(opt.out, &results, opt.reproducible, &err);
   if (status == MD_OK && opt.eval.record_path) unlink(opt.eval.record_path); /* written: done */
