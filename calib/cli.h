@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 /* Exit codes, documented in memdecay-calibrate(1). */
 enum {

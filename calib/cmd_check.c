@@ -10,7 +10,7 @@
 #include "calib/commands.h"
 #include "io/formats/config.h"
 #include "io/formats/eval_results.h"
-#include "io/base/json_fields.h"
+#include "io/files/json_fields.h"
 
 typedef struct check_options {
   const char *golden;

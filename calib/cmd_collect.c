@@ -12,7 +12,7 @@
 #include "calib/progress.h"
 #include "collector/capture/collect.h"
 #include "collector/tokenizer/episode_tokens.h"
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 
 static const char command[] = "collect";
 

@@ -11,9 +11,9 @@
 #include "calib/commands.h"
 #include "calib/progress.h"
 #include "collector/eval/eval.h"
-#include "io/base/output_guard.h"
-#include "io/base/policy_defaults.h"
-#include "io/base/timestamp.h"
+#include "io/files/output_guard.h"
+#include "base/policy_defaults.h"
+#include "base/timestamp.h"
 #include "io/formats/eval_results.h"
 #include "io/plot/plot.h"
 #include "io/plot/plot_eval.h"
@@ -398,7 +398,7 @@ int md_cmd_eval(int argc, char **argv) {
   if (opt.plot && md_plot_check_path(opt.plot, &err) != MD_OK)
     return md_cli_usage_error(command, "--plot: %s", err.message);
   /* Before any episode runs: outputs never replace inputs or each other,
-   * and their directories can be written (io/base/output_guard.h). */
+   * and their directories can be written (io/files/output_guard.h). */
   /* The record of finished episodes, beside the results (for --resume). */
   char *record = malloc(strlen(opt.out) + sizeof ".record");
   if (!record) return MD_EXIT_FAILURE;

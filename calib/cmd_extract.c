@@ -12,7 +12,7 @@
 #include "calib/stage_report.h"
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 #include "md_build_config.h"
 
 static void print_help(FILE *out) {

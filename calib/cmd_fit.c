@@ -12,7 +12,7 @@
 #include "calib/fit_options.h"
 #include "calib/stage_report.h"
 #include "fit/regions/region_fits.h"
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 #include "md_build_config.h"
 
 typedef struct fit_options {

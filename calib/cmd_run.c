@@ -35,10 +35,10 @@
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/regions/region_fits.h"
-#include "io/base/dir_lock.h"
-#include "io/base/output_guard.h"
-#include "io/base/digest.h"
-#include "io/base/policy_defaults.h"
+#include "io/files/dir_lock.h"
+#include "io/files/output_guard.h"
+#include "base/digest.h"
+#include "base/policy_defaults.h"
 #include "io/formats/priors.h"
 #include "md_build_config.h"
 
@@ -276,7 +276,7 @@ static int check_sharding(run_options *r) {
 
 /* Before any work: outputs never replace inputs or each other, the work
  * directory is not inside an input directory, and every output's
- * directory can be written (io/base/output_guard.h). */
+ * directory can be written (io/files/output_guard.h). */
 static int check_outputs(const run_options *r) {
   char *shards = r->merge_shards && r->workdir ? join(r->workdir, "shards") : NULL;
   const md_path_role outputs[] = {{r->output, "-o", false},
@@ -385,7 +385,7 @@ static void mark_workdir(const run_options *r) {
   free(path);
 }
 
-/* One run at a time in a work directory (io/base/dir_lock.h), but for
+/* One run at a time in a work directory (io/files/dir_lock.h), but for
  * the tasks of a sharded collection, which share it by design (each locks
  * its own shard's run directory). */
 static int lock_workdir(run_options *r) {

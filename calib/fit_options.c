@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "calib/cli.h"
-#include "fit/survival/km.h"
+#include "survival/km.h"
 #include "io/plot/plot.h"
-#include "io/base/regions.h"
+#include "base/regions.h"
 
 int md_fit_option_level(const char *command, const char *value, md_regions_settings *settings) {
   if (!md_cli_parse_double(value, 0.0, 1.0, &settings->level) || settings->level <= 0.0 ||

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "calib/cli.h"
-#include "io/base/atomic_file.h"
+#include "io/files/atomic_file.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
 

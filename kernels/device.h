@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 
 typedef struct md_device_options {

@@ -39,8 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
-#include "io/base/tensor.h"
+#include "base/error.h"
+#include "base/tensor.h"
 
 typedef struct md_kernels md_kernels; /* a back end instance */
 

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 #include "io/formats/config.h"
 #include "runtime/policy_class.h"
 

@@ -116,7 +116,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 /* A policy class (runtime/policy_class.h); the program's are listed in
  * runtime/policy_table.h (md_policy_find by name). */

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "runtime/policy.h"
 
 /* The cache as a class sees it (read-only). Tokens in slot order =
@@ -62,7 +62,7 @@ typedef struct md_policy_view {
   const double *acc;           /* [n] accumulated attention (sum of received) */
   int64_t step;                /* t */
   int page_size;               /* the page of a token is position / page_size */
-  /* The config (the defaults of io/base/policy_defaults.h without one, and
+  /* The config (the defaults of base/policy_defaults.h without one, and
    * no regions). Per region r < n_regions: */
   size_t n_regions;
   const double *base_priority; /* b_r */

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "collector/capture/collect_internal.h"
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 #include "io/formats/npy.h"
 
 void md_collect_options_init(md_collect_options *o) {

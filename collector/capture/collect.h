@@ -52,7 +52,7 @@
 #include <stdint.h>
 
 #include "collector/capture/shard.h"
-#include "io/base/error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 
 /* What has just happened when the progress callback is called. */

@@ -8,8 +8,8 @@
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
-#include "io/base/dir_lock.h"
-#include "io/base/digest.h"
+#include "io/files/dir_lock.h"
+#include "base/digest.h"
 #include "io/formats/run_writer.h"
 
 /* An episode the run will collect, in trace order. */

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "collector/capture/collect_internal.h"
-#include "io/base/policy_defaults.h"
-#include "io/base/timestamp.h"
+#include "base/policy_defaults.h"
+#include "base/timestamp.h"
 #include "collector/model/model_dir.h"
 #include "kernels/device.h"
 #include "md_build_config.h"
@@ -362,7 +362,7 @@ static md_status new_record(collect_run *run, md_error *err) {
   return s;
 }
 
-/* ".<name>.XXXXXX": a temporary file of io/base/atomic_file.h that a killed run
+/* ".<name>.XXXXXX": a temporary file of io/files/atomic_file.h that a killed run
  * left behind. */
 static bool is_temp_name(const char *name, const char *target_prefix) {
   size_t n = strlen(name);
@@ -443,7 +443,7 @@ static md_status prepare_dir(collect_run *run, md_error *err) {
   run->manifest_path = md_collect_path(dir, "", "manifest.csv", "");
   if (!run->run_json || !run->manifest_path) return md_fail(err, MD_E_NOMEM, "out of memory");
   md_status s;
-  /* One writer at a time (io/base/dir_lock.h): a second --resume of the
+  /* One writer at a time (io/files/dir_lock.h): a second --resume of the
    * same run (a resubmitted array task while the first still runs) is
    * refused before it reads or cleans anything. */
   if (access(dir, F_OK) == 0) {

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/run_dir.h"
 
 enum { MD_SHARD_COUNT_MAX = MD_RUN_SHARD_COUNT_MAX };

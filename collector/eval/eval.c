@@ -17,7 +17,7 @@
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
-#include "io/base/digest.h"
+#include "base/digest.h"
 #include "io/formats/eval_record.h"
 #include "io/formats/trace.h"
 #include "kernels/device.h"

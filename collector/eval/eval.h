@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #include "collector/capture/collect.h"
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/eval_results.h"
 #include "runtime/policy.h"
 #include "runtime/policy_class.h"

@@ -9,7 +9,7 @@
 
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
-#include "io/base/error.h"
+#include "base/error.h"
 
 typedef struct md_model_dir {
   md_qwen2_model *model;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/digest.h"
+#include "base/digest.h"
 
 /* A compact JSON rendering of a value for messages, cut to fit `size`. */
 static const char *show(json_t *value, char *buf, size_t size) {

@@ -29,7 +29,7 @@
 #include <stddef.h>
 
 #include "collector/model/qwen2_model.h"
-#include "io/base/error.h"
+#include "base/error.h"
 
 /* Qwen2Config defaults (transformers, models/qwen2/configuration_qwen2.py). */
 #define MD_QWEN2_DEFAULT_ROPE_THETA 10000.0

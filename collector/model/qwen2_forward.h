@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "collector/model/qwen2_model.h"
-#include "io/base/error.h"
+#include "base/error.h"
 #include "kernels/kernels.h"
 
 typedef struct md_qwen2_forward md_qwen2_forward;

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "collector/model/qwen2_config.h"
-#include "io/base/json_fields.h"
+#include "io/files/json_fields.h"
 #include "io/formats/safetensors.h"
 
 #define SINGLE_FILE "model.safetensors"

@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "collector/model/family.h"
-#include "io/base/error.h"
-#include "io/base/tensor.h"
+#include "base/error.h"
+#include "base/tensor.h"
 
 typedef struct md_qwen2_config {
   int hidden_size;              /* d_model, e.g. 896 for 0.5B */

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/trace.h"
 
 /* Qwen2.5-Instruct's system prompt when the trace has none. */

@@ -22,7 +22,7 @@
 
 #include "collector/tokenizer/chat_template.h"
 #include "collector/tokenizer/tokenizer.h"
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/trace.h"
 
 /* Decode steps of an episode without a continuation (greedy). */

@@ -72,8 +72,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
-#include "io/base/policy_defaults.h"
+#include "base/error.h"
+#include "base/policy_defaults.h"
 
 /* The regions of a run, fixed before the first episode (the manifest lists
  * every token, so all names are known up front). Tokens refer to regions by

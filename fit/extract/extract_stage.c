@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/atomic_file.h"
-#include "io/base/output_guard.h"
-#include "io/base/timestamp.h"
+#include "io/files/atomic_file.h"
+#include "io/files/output_guard.h"
+#include "base/timestamp.h"
 #include "io/formats/events.h"
 #include "io/formats/run_dir.h"
 #include "io/formats/run_set.h"
@@ -343,7 +343,7 @@ static md_status finish(extract_state *st, const char *calibration_path,
 }
 
 /* Outputs never replace inputs or each other, nor land inside a run
- * directory (io/base/output_guard.h), checked before anything is read. */
+ * directory (io/files/output_guard.h), checked before anything is read. */
 static md_status check_outputs(const md_extract_options *job, const char *calibration_path,
                                md_error *err) {
   md_path_role outputs[] = {{job->events_path, "-o", false},

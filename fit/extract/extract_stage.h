@@ -23,7 +23,7 @@
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/regions/region_fits.h"
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/calibration.h"
 
 typedef struct md_extract_progress {
@@ -54,7 +54,7 @@ typedef struct md_extract_options {
 } md_extract_options;
 
 /* Defaults: last-use, tau, guard, EWMA beta, quantile and kappa memory of
- * io/base/policy_defaults.h, the fit's confidence level, a log band. */
+ * base/policy_defaults.h, the fit's confidence level, a log band. */
 void md_extract_options_init(md_extract_options *options);
 
 /* What a successful extract wrote and measured. */
@@ -73,7 +73,7 @@ char *md_extract_calibration_path(const char *events_path);
 
 /* Runs the stage. Outputs that would replace an input or each other, or
  * land inside a run directory, are refused before anything is read
- * (io/base/output_guard.h); run directories that are missing, incomplete or
+ * (io/files/output_guard.h); run directories that are missing, incomplete or
  * do not belong together are MD_KIND_INPUT errors naming the directory;
  * later failures are the run's. On failure nothing is written and
  * `outcome` is left empty. */

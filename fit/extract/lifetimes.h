@@ -53,7 +53,7 @@
 #include <stdint.h>
 
 #include "fit/extract/attention_norm.h"
-#include "io/base/error.h"
+#include "base/error.h"
 
 typedef struct md_attn_episode {
   const char *id;           /* episode id, for messages and the rows' `episode` */

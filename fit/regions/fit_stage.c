@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/atomic_file.h"
-#include "io/base/output_guard.h"
-#include "io/base/timestamp.h"
+#include "io/files/atomic_file.h"
+#include "io/files/output_guard.h"
+#include "base/timestamp.h"
 #include "io/formats/km_csv.h"
 #include "md_build_config.h"
 
@@ -107,7 +107,7 @@ static md_status build_json(const md_regions_results *results, const md_fit_opti
 
 /* ---- the stage ------------------------------------------------------------ */
 
-/* Outputs never replace inputs or each other (io/base/output_guard.h),
+/* Outputs never replace inputs or each other (io/files/output_guard.h),
  * checked before anything is read. */
 static md_status check_outputs(const md_fit_options *options, md_error *err) {
   md_path_role outputs[] = {{options->output, "-o", false},

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "fit/regions/region_fits.h"
-#include "io/base/error.h"
+#include "base/error.h"
 
 typedef struct md_fit_options {
   const char *const *inputs;       /* events files ("-": standard input) */
@@ -46,7 +46,7 @@ typedef struct md_fit_outcome {
 void md_fit_outcome_free(md_fit_outcome *outcome);
 
 /* Runs the stage. Outputs that would replace an input or each other are
- * refused before anything is read (io/base/output_guard.h); unreadable or
+ * refused before anything is read (io/files/output_guard.h); unreadable or
  * invalid inputs are MD_KIND_INPUT errors naming the file (and line). On
  * failure nothing is written and `outcome` is left empty. */
 md_status md_fit(const md_fit_options *options, md_fit_outcome *outcome, md_error *err);

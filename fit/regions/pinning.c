@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/regions.h"
+#include "base/regions.h"
 
 /* ---- pinning and base priorities ------------------------------------------ */
 

@@ -11,16 +11,16 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "fit/survival/exponential.h"
-#include "fit/survival/km.h"
-#include "fit/survival/logrank.h"
-#include "fit/survival/surv_data.h"
-#include "fit/survival/weibull.h"
+#include "survival/exponential.h"
+#include "survival/km.h"
+#include "survival/logrank.h"
+#include "survival/surv_data.h"
+#include "survival/weibull.h"
 #include "io/formats/calibration.h"
 #include "io/formats/config.h"
 #include "io/formats/events.h"
 #include "io/formats/priors.h"
-#include "io/base/warnings.h"
+#include "base/warnings.h"
 
 typedef struct md_pin_override {
   const char *region;

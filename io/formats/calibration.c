@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/json_fields.h"
-#include "io/base/numfmt.h"
-#include "io/base/regions.h"
+#include "io/files/json_fields.h"
+#include "base/numfmt.h"
+#include "base/regions.h"
 
 /* ---- writing ------------------------------------------------------------------- */
 

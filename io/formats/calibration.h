@@ -22,7 +22,7 @@
  *                       "curve": {"mean": [...], "pairs": [...]}}},
  *    "warnings": [...]}
  *
- * Keys in this order, numbers in their shortest round-trip form (io/base/numfmt.h),
+ * Keys in this order, numbers in their shortest round-trip form (base/numfmt.h),
  * arrays of numbers on one line: the same measurement always gives the same
  * bytes. A quantity that cannot be estimated is null, with a warning. */
 #ifndef MD_IO_FORMATS_CALIBRATION_H
@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
-#include "io/base/warnings.h"
+#include "base/error.h"
+#include "base/warnings.h"
 
 #define MD_CALIBRATION_FORMAT "memdecay-calibration/1"
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/json_fields.h"
-#include "io/base/numfmt.h"
-#include "io/base/policy_defaults.h"
-#include "io/base/regions.h"
+#include "io/files/json_fields.h"
+#include "base/numfmt.h"
+#include "base/policy_defaults.h"
+#include "base/regions.h"
 
 void md_config_policy_defaults(md_config_policy *policy) {
   *policy = (md_config_policy){

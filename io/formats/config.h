@@ -4,7 +4,7 @@
  * The writer builds the document with jansson in a fixed key order, dumps
  * it with JSON_REAL_PRECISION(17) (enough for any double to read back bit
  * for bit) and then rewrites every number in the shortest form that reads
- * back to the same double (io/base/numfmt.h): exact, deterministic (the same
+ * back to the same double (base/numfmt.h): exact, deterministic (the same
  * md_config always gives the same bytes) and readable (0.9, not
  * 0.90000000000000002). A number that is not finite is written as
  * null, and the writer appends a line to "warnings" naming every field of
@@ -22,8 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
-#include "io/base/warnings.h"
+#include "base/error.h"
+#include "base/warnings.h"
 
 #define MD_CONFIG_FORMAT "memdecay-config/1"
 

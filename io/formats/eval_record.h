@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/eval_results.h"
 
 #define MD_EVAL_RECORD_FORMAT "memdecay-eval-record/1"

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/atomic_file.h"
-#include "io/base/json_fields.h"
-#include "io/base/numfmt.h"
+#include "io/files/atomic_file.h"
+#include "io/files/json_fields.h"
+#include "base/numfmt.h"
 #include "md_build_config.h"
 
 int md_eval_run_index(const md_eval_results *r, const char *policy, double budget) {

@@ -5,7 +5,7 @@
  *
  * The writer builds the document with jansson in a fixed key order and
  * writes it atomically (a temporary file renamed into place); numbers are
- * written in their shortest round-trip form (io/base/numfmt.h), so the same
+ * written in their shortest round-trip form (base/numfmt.h), so the same
  * results always give the same bytes. The reader loads what `check`
  * compares (the summary), validating every field it reads; errors name the
  * file and the field. */
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 #define MD_EVAL_FORMAT "memdecay-eval/1"
 

@@ -1,7 +1,7 @@
 #include "io/formats/events.h"
 
-#include "io/base/csv.h"
-#include "io/base/numfmt.h"
+#include "io/files/csv.h"
+#include "base/numfmt.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -125,7 +125,7 @@ static bool append_row(md_events_region *region, double time, uint8_t event, dou
   return true;
 }
 
-/* ---- one file through the CSV reader (io/base/csv.h) --------------------- */
+/* ---- one file through the CSV reader (io/files/csv.h) --------------------- */
 
 typedef enum column_role {
   COL_OTHER = 0,

@@ -21,10 +21,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fit/survival/surv_data.h"
-#include "io/base/error.h"
-#include "io/base/regions.h"
-#include "io/base/warnings.h"
+#include "survival/surv_data.h"
+#include "base/error.h"
+#include "base/regions.h"
+#include "base/warnings.h"
 
 typedef struct md_events_region {
   char *name;       /* matches [a-z][a-z0-9_]* */
@@ -76,8 +76,8 @@ void md_events_free(md_events *events);
 #define MD_EVENTS_HEADER "region,time,event,entry,weight,episode,pos,page,token_id\n"
 
 /* Writes one row under MD_EVENTS_HEADER: numbers in their shortest
- * round-trip form (io/base/numfmt.h), the episode id as a CSV field
- * (io/base/csv.h). Errors are the stream's (check ferror). */
+ * round-trip form (base/numfmt.h), the episode id as a CSV field
+ * (io/files/csv.h). Errors are the stream's (check ferror). */
 void md_events_write_row(FILE *fp, const char *region, double time, int event, double entry,
                          double weight, const char *episode, int64_t pos, int64_t page,
                          int64_t token_id);

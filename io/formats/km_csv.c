@@ -1,6 +1,6 @@
 #include "io/formats/km_csv.h"
 
-#include "io/base/numfmt.h"
+#include "base/numfmt.h"
 
 #include <errno.h>
 #include <math.h>

@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "fit/survival/km.h"
-#include "io/base/error.h"
+#include "survival/km.h"
+#include "base/error.h"
 
 #define MD_KM_CSV_HEADER "region,time,n_risk,n_event,n_censor,surv,std_err,lower,upper"
 

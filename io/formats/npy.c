@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/base/atomic_file.h"
+#include "io/files/atomic_file.h"
 
 /* Data is copied as is: the dtypes we accept are little-endian, so is the host. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian host required");

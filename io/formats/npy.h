@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 typedef enum md_npy_dtype {
   MD_NPY_F32 = 0, /* '<f4' */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/json_fields.h"
-#include "io/base/regions.h"
+#include "io/files/json_fields.h"
+#include "base/regions.h"
 
 static md_status read_entry(const char *path, const char *name, json_t *value, md_prior *prior,
                             md_error *err) {

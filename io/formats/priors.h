@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 #define MD_PRIORS_FORMAT "memdecay-priors/1"
 

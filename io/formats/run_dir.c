@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/base/json_fields.h"
+#include "io/files/json_fields.h"
 #include "io/formats/npy.h"
 #include "io/formats/run_manifest.h"
 

@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 #define MD_RUN_FORMAT "memdecay-run/1"
 

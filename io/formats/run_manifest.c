@@ -1,11 +1,11 @@
-/* manifest.csv through the CSV reader of io/base/csv.h (libcsv, a line at a
+/* manifest.csv through the CSV reader of io/files/csv.h (libcsv, a line at a
  * time, so every message names its line); only the first manifest_bytes
  * bytes are read, and the caller pulls an episode at a time. Every row is
  * checked against what run.json says of its episode, whatever the order of
  * the columns. */
 #include "io/formats/run_manifest.h"
 
-#include "io/base/csv.h"
+#include "io/files/csv.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "io/base/regions.h"
+#include "base/regions.h"
 
 enum { READ_CHUNK = 1 << 16 };
 

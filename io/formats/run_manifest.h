@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/run_dir.h"
 
 /* One episode's columns, grown to the largest episode seen. */

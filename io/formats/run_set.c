@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/regions.h"
+#include "base/regions.h"
 
 /* ---- what belongs together ----------------------------------------------------- */
 

@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <utf8proc.h>
 
-#include "io/base/atomic_file.h"
-#include "io/base/csv.h"
-#include "io/base/json_fields.h"
+#include "io/files/atomic_file.h"
+#include "io/files/csv.h"
+#include "io/files/json_fields.h"
 
 struct md_run_record {
   json_t *root;

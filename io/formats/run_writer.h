@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 #define MD_RUN_FORMAT "memdecay-run/1"
 #define MD_RUN_MANIFEST_HEADER "episode,pos,region,page,birth,token_id,piece\n"

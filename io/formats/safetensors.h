@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
-#include "io/base/tensor.h"
+#include "base/error.h"
+#include "base/tensor.h"
 
 /* The reference implementation's limit on the JSON header. */
 #define MD_SAFETENSORS_MAX_HEADER 100000000u

@@ -19,8 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
-#include "io/base/regions.h"
+#include "base/error.h"
+#include "base/regions.h"
 
 enum {
   MD_TRACE_ID_MAX = 128,          /* bytes in an episode id */
@@ -28,7 +28,7 @@ enum {
   MD_TRACE_GENERATE_MAX = 131072, /* "generate" above this is rejected (Qwen2.5's longest context) */
 };
 
-/* True for a valid region name (md_region_name_valid, io/base/regions.h) of
+/* True for a valid region name (md_region_name_valid, base/regions.h) of
  * at most MD_TRACE_REGION_MAX bytes. */
 bool md_trace_region_valid(const char *name);
 

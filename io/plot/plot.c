@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/base/atomic_file.h"
+#include "io/files/atomic_file.h"
 #include "io/plot/plot_internal.h"
 
 #define MIN_WIDTH 480

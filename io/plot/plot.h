@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "fit/survival/km.h"
-#include "io/base/error.h"
+#include "survival/km.h"
+#include "base/error.h"
 
 typedef struct md_plot_survival_series {
   const char *region;       /* legend label; required, unique within the request */

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/eval_results.h"
 
 /* A policy's colour: sRGB components in [0, 1]. eval passes those of its

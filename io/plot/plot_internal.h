@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/plot/plot.h"
 
 /* ---- files (io/plot/plot.c) ----------------------------------------------------- */

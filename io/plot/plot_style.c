@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/regions.h"
+#include "base/regions.h"
 #include "io/plot/plot_internal.h"
 
 /* Okabe & Ito (2008), "Color Universal Design": distinguishable under the
@@ -12,7 +12,7 @@
  * faint as a line on white. Black goes to scratchpad, the shortest-lived
  * region, whose curve hugs the axes. */
 static const unsigned char known_colors[MD_REGION_KNOWN_COUNT][3] = {
-    /* by md_region_known_rank (io/base/regions.h): */
+    /* by md_region_known_rank (base/regions.h): */
     {0, 114, 178},   /* system: blue */
     {204, 121, 167}, /* plan: reddish purple */
     {213, 94, 0},    /* user: vermillion */

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
-#include "io/base/tensor.h"
+#include "base/error.h"
+#include "base/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/kernels.h"
 

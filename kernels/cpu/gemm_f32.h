@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* Scratch size in floats: one thread's packed block of W for k columns

@@ -19,8 +19,8 @@
 extern "C" {
 #endif
 
-#include "io/base/error.h"
-#include "io/base/tensor.h"
+#include "base/error.h"
+#include "base/tensor.h"
 
 /* The attention kernels hold up to this many floats of a head. */
 #define MD_CUDA_MAX_HEAD_DIM 256

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "collector/model/qwen2_model.h"
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "tests/test_util.h"
 
 /* "<MD_SOURCE_ROOT>/tests/checkpoint/<relative>" */

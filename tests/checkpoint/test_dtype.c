@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "tests/checkpoint/checkpoint_util.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "io/formats/config.h"
-#include "io/base/numfmt.h"
+#include "base/numfmt.h"
 #include "io/formats/priors.h"
 #include "tests/test_util.h"
 

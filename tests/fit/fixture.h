@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fit/survival/surv_data.h"
+#include "survival/surv_data.h"
 
 typedef struct fixture_region {
   char name[64];

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fit/survival/exponential.h"
-#include "fit/survival/km.h"
-#include "fit/survival/logrank.h"
-#include "fit/survival/surv_data.h"
-#include "fit/survival/weibull.h"
+#include "survival/exponential.h"
+#include "survival/km.h"
+#include "survival/logrank.h"
+#include "survival/surv_data.h"
+#include "survival/weibull.h"
 #include "tests/fit/fixture.h"
 #include "tests/test_util.h"
 

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
-#include "io/base/regions.h"
+#include "base/regions.h"
 #include "io/formats/run_dir.h"
 #include "io/formats/run_set.h"
 

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

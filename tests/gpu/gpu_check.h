@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "kernels/kernels.h"
 #include "tests/test_rng.h"
 

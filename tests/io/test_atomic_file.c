@@ -5,7 +5,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#include "io/base/atomic_file.h"
+#include "io/files/atomic_file.h"
 #include "tests/test_util.h"
 
 static char *slurp(const char *path) {

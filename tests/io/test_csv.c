@@ -1,4 +1,4 @@
-/* The CSV plumbing of io/base/csv.h: the reading driver gives the same
+/* The CSV plumbing of io/files/csv.h: the reading driver gives the same
  * records, fields and line numbers however the bytes are cut; it skips a
  * byte-order mark at the start only; its errors (malformed quoting, a file
  * ending inside quotes, a NUL byte or a repeat in the header, a handler's
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/csv.h"
+#include "io/files/csv.h"
 #include "tests/test_util.h"
 
 /* Everything the handlers saw, as text: "H a|b|c" for the header,

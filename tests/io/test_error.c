@@ -1,4 +1,4 @@
-/* Error kinds and fields (io/base/error.h): the kind each status has unless
+/* Error kinds and fields (base/error.h): the kind each status has unless
  * its maker says otherwise, the fields, blame_input, the trace reader naming
  * a skipped episode in `record` (what the collector's skip list reads
  * instead of parsing the message), and the events reader and the JSON
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "io/base/error.h"
-#include "io/base/json_fields.h"
+#include "base/error.h"
+#include "io/files/json_fields.h"
 #include "io/formats/events.h"
 #include "io/formats/trace.h"
 #include "tests/test_util.h"

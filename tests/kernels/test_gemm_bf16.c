@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "tests/test_rng.h"

@@ -13,8 +13,9 @@ folder must be given a place in the table).
 
 Code outside the layers is checked too. A client (--client FOLDER: the
 benchmarks) is a program above every layer: it may include any layer's
-public headers and its own, never a *_internal.h or a sealed folder's
-header. Test code (--tests FOLDER:LAYER,...: each folder of tests/, and
+public headers and its own, never a *_internal.h, a sealed folder's header
+or a program's header (--program LAYER: the layer that is the program, not
+a library). Test code (--tests FOLDER:LAYER,...: each folder of tests/, and
 tests/ itself for what lies at its top) may include any layer's public
 headers and the test helpers under tests/, and the internals (*_internal.h,
 sealed folders) only of the layers it names: the layers that folder tests.
@@ -23,7 +24,8 @@ folder above it.
 
 Usage: check_layers.py --root DIR [--stamp FILE] [--depfile FILE]
                        --layer NAME:BELOW,BELOW ... [--generated NAME ...]
-                       [--sealed FOLDER:LAYER,LAYER ...] [--client FOLDER ...]
+                       [--sealed FOLDER:LAYER,LAYER ...] [--program LAYER ...]
+                       [--client FOLDER ...]
                        [--tests FOLDER:LAYER,LAYER ...]
 Exit 0 when the tree follows the table, 1 when it does not, 2 on bad usage.
 The root meson.build runs it before any layer is compiled (so a wrong-way
@@ -81,7 +83,8 @@ def folder_of(path, folders):
     return best
 
 
-def check_outside(rel, lineno, inc, dirpath, root, layers, sealed, tested, own, is_test, problems):
+def check_outside(rel, lineno, inc, dirpath, root, layers, sealed, programs, tested, own, is_test,
+                  problems):
     """An #include of client or test code: public headers of every layer,
     helpers under `own`, internals only of the layers in `tested`."""
     target = layer_of(inc, layers)
@@ -96,6 +99,10 @@ def check_outside(rel, lineno, inc, dirpath, root, layers, sealed, tested, own, 
         return
     if not os.path.exists(os.path.join(root, inc)):
         problems.append(f'{rel}:{lineno}: #include "{inc}": no such header')
+        return
+    if target in programs and target not in tested:
+        problems.append(f'{rel}:{lineno}: #include "{inc}": a header of the program {target}, '
+                        f'not of a library (only the tests of {target} may include it)')
         return
     if not is_test:
         what = 'a program above the layers, public headers only'
@@ -120,6 +127,8 @@ def main():
                     help='a header the build generates (any layer may include it)')
     ap.add_argument('--sealed', action='append', default=[],
                     help='FOLDER:LAYER,...: its headers only from its own layer and those')
+    ap.add_argument('--program', action='append', default=[],
+                    help='LAYER: a program, not a library: outside code may not include it')
     ap.add_argument('--client', action='append', default=[],
                     help='FOLDER: a program above every layer (public headers only)')
     ap.add_argument('--tests', action='append', default=[],
@@ -138,6 +147,7 @@ def main():
         folder, _, readers = spec.partition(':')
         sealed[folder.rstrip('/')] = {r for r in readers.split(',') if r}
     clients = [c.rstrip('/') for c in args.client]
+    programs = set(args.program)
     tests = {}
     for spec in args.tests:
         folder, _, tested = spec.partition(':')
@@ -168,7 +178,8 @@ def main():
                             m = INCLUDE.match(line)
                             if m and m.group(1) not in args.generated:
                                 check_outside(rel, lineno, m.group(1), dirpath, args.root, layers,
-                                              sealed, tested, own, outside in tests, problems)
+                                              sealed, programs, tested, own, outside in tests,
+                                              problems)
                     continue
                 if layer is None:
                     problems.append(f'{rel}: belongs to no layer (add its folder to md_layers '
@@ -189,7 +200,7 @@ def main():
                             else:
                                 problems.append(f'{rel}:{lineno}: #include "{inc}": not a header '
                                                 f'of any layer (project headers are named from '
-                                                f'the root, e.g. "io/base/error.h")')
+                                                f'the root, e.g. "base/error.h")')
                                 continue
                         elif not os.path.exists(os.path.join(args.root, inc)):
                             problems.append(f'{rel}:{lineno}: #include "{inc}": no such header')

@@ -42,21 +42,21 @@ def tree(files):
     return d
 
 
-base = {'io/base/error.h': '', 'io/formats/config.h': '#include "io/base/error.h"\n',
-        'io/plot/plot_internal.h': '', 'fit/survival/km.h': '#include "io/base/error.h"\n'}
+base = {'base/error.h': '', 'io/formats/config.h': '#include "base/error.h"\n',
+        'io/plot/plot_internal.h': '', 'survival/km.h': '#include "base/error.h"\n'}
 
 expect('a downward include passes', run(tree(base)), 0, '')
-expect('io/base including io/formats (upward) fails',
-       run(tree({**base, 'io/base/error.c': '#include <stdio.h>\n\n#include "io/formats/config.h"\n'})),
-       1, 'io/base/error.c:3: #include "io/formats/config.h": layer io/base does not build on io/formats')
-expect('fit/survival including io/formats (sideways above) fails',
-       run(tree({**base, 'fit/survival/km.c': '#include "io/formats/config.h"\n'})),
-       1, 'fit/survival/km.c:1: #include "io/formats/config.h": layer fit/survival does not build on io/formats')
+expect('base including io/formats (upward) fails',
+       run(tree({**base, 'base/error.c': '#include <stdio.h>\n\n#include "io/formats/config.h"\n'})),
+       1, 'base/error.c:3: #include "io/formats/config.h": layer base does not build on io/formats')
+expect('survival including io/formats (sideways above) fails',
+       run(tree({**base, 'survival/km.c': '#include "io/formats/config.h"\n'})),
+       1, 'survival/km.c:1: #include "io/formats/config.h": layer survival does not build on io/formats')
 expect('another layer\'s private header fails',
        run(tree({**base, 'calib/cmd.c': '#include "io/plot/plot_internal.h"\n'})),
        1, 'calib/cmd.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot')
 sealed = ['--sealed', 'kernels/cpu:calib']
-back_end = {**base, 'kernels/kernels.h': '#include "io/base/error.h"\n',
+back_end = {**base, 'kernels/kernels.h': '#include "base/error.h"\n',
             'kernels/cpu/cpu.h': '#include "kernels/kernels.h"\n',
             'collector/capture/x.c': '#include "kernels/kernels.h"\n'}
 table_with_collector = ['--layer', 'collector/capture:kernels']
@@ -74,9 +74,11 @@ expect('the program including a back end\'s header fails',
 outside = {**back_end, 'kernels/cpu/cpu_internal.h': '', 'tests/test_util.h': '',
            'tests/kernels/t.c': '#include "kernels/cpu/cpu.h"\n#include "kernels/cpu/cpu_internal.h"\n'
                                 '#include "tests/test_util.h"\n',
-           'tests/fit/t.c': '#include "fit/survival/km.h"\n#include "tests/test_util.h"\n',
+           'tests/fit/t.c': '#include "survival/km.h"\n#include "tests/test_util.h"\n',
            'bench/b.c': '#include "kernels/kernels.h"\n#include "bench/b.h"\n', 'bench/b.h': ''}
-outside_args = sealed_all + ['--client', 'bench', '--tests', 'tests:', '--tests', 'tests/kernels:kernels']
+outside_args = sealed_all + ['--client', 'bench', '--program', 'calib', '--tests', 'tests:',
+                             '--tests', 'tests/kernels:kernels']
+outside['calib/cli.h'] = ''
 expect('tests using their own layer\'s internals and a client its public headers pass',
        run(tree(outside), outside_args), 0, '')
 expect('the benchmarks including a back end\'s header fail',
@@ -85,6 +87,9 @@ expect('the benchmarks including a back end\'s header fail',
 expect('the benchmarks including a private header fail',
        run(tree({**outside, 'bench/c.c': '#include "io/plot/plot_internal.h"\n'}), outside_args),
        1, 'bench/c.c:1: #include "io/plot/plot_internal.h": a header private to layer io/plot')
+expect('the benchmarks including the program\'s header fail',
+       run(tree({**outside, 'bench/c.c': '#include "calib/cli.h"\n'}), outside_args),
+       1, 'bench/c.c:1: #include "calib/cli.h": a header of the program calib, not of a library')
 expect('a test of another layer including a back end\'s header fails',
        run(tree({**outside, 'tests/fit/u.c': '#include "kernels/cpu/cpu.h"\n'}), outside_args),
        1, 'tests/fit/u.c:1: #include "kernels/cpu/cpu.h": inside the sealed kernels/cpu/ (this test folder tests no layer')
@@ -95,12 +100,12 @@ expect('a test including a missing helper fails',
        run(tree({**outside, 'tests/fit/v.c': '#include "tests/nope.h"\n'}), outside_args),
        1, 'tests/fit/v.c:1: #include "tests/nope.h": no such header')
 expect('a folder outside the table fails',
-       run(tree({**base, 'io/newthing/x.c': '#include "io/base/error.h"\n'})),
+       run(tree({**base, 'io/newthing/x.c': '#include "base/error.h"\n'})),
        1, 'io/newthing/x.c: belongs to no layer')
-expect('a missing header fails', run(tree({**base, 'runtime/p.c': '#include "io/base/nope.h"\n'})),
-       1, 'runtime/p.c:1: #include "io/base/nope.h": no such header')
+expect('a missing header fails', run(tree({**base, 'runtime/p.c': '#include "base/nope.h"\n'})),
+       1, 'runtime/p.c:1: #include "base/nope.h": no such header')
 expect('the build fails too: no stamp is written',
-       run(tree({**base, 'io/base/error.c': '#include "calib/cli.h"\n', 'calib/cli.h': ''}),
+       run(tree({**base, 'base/error.c': '#include "calib/cli.h"\n', 'calib/cli.h': ''}),
            ['--stamp', os.path.join(tempfile.mkdtemp(), 'stamp.h')]),
-       1, 'layer io/base does not build on calib')
+       1, 'layer base does not build on calib')
 sys.exit(1 if failures else 0)

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fit/survival/km.h"
+#include "survival/km.h"
 
 static inline void scratch_dir(char *dir, size_t size) {
   const char *tmp = getenv("TMPDIR");

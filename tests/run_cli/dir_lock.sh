@@ -1,5 +1,5 @@
 #!/bin/sh
-# One writer per run or work directory (io/base/dir_lock.h), and a work
+# One writer per run or work directory (io/files/dir_lock.h), and a work
 # directory that is not ours is never written into:
 #   - while another process holds a run directory's lock (held here with
 #     flock(1) on its .memdecay.lock, as collect holds it), `collect

@@ -1,5 +1,5 @@
 #!/bin/sh
-# No output may destroy an input (io/base/output_guard.h): each command
+# No output may destroy an input (io/files/output_guard.h): each command
 # given an output that is one of its inputs (by name, through a symbolic
 # link, as a hard link), inside an input directory (a run, the model), or
 # the same file as another output, exits 2 before any work with a message

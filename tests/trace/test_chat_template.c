@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "collector/tokenizer/chat_template.h"
-#include "io/base/policy_defaults.h"
+#include "base/policy_defaults.h"
 #include "tests/test_util.h"
 
 static const char *source_path(const char *relative) {
