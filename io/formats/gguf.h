@@ -21,8 +21,9 @@
  * allocated or walked, so a header claiming 2^63 tensors or a 10^9-entry
  * array is refused at once unless the file really holds it):
  *   - magic, version, tensor and metadata counts;
- *   - every key: 1 to 65535 bytes, none below 0x20 nor 0x7F (keys and tensor
- *     names are printed in messages and looked up as C strings), unique;
+ *   - every key: 1 to 65535 bytes, no control character (no byte below
+ *     0x20, no 0x7F: keys and tensor names are printed in messages and
+ *     looked up as C strings), unique;
  *   - every value's type (the thirteen of the specification), every string
  *     and array inside the file, every bool 0 or 1, arrays nested at most
  *     MD_GGUF_MAX_NESTING deep;
@@ -41,8 +42,8 @@
  * and `record` the key or tensor.
  *
  * For the model loader (a Qwen2/Qwen2.5 GGUF as llama.cpp's
- * convert_hf_to_gguf.py writes it; the checkpoints under data/models are
- * such files):
+ * convert_hf_to_gguf.py writes it, such as the checkpoints
+ * data/models/fetch_qwen25.py fetches):
  *   - configuration: general.architecture = "qwen2"; qwen2.block_count
  *     (num_hidden_layers), qwen2.context_length (max_position_embeddings),
  *     qwen2.embedding_length (hidden_size), qwen2.feed_forward_length
@@ -63,16 +64,19 @@
  *     has ne = {in, out}, so its rows are ne[0] long, as in safetensors.
  *     Qwen2's q and k weights are stored as HF has them: llama.cpp gives
  *     qwen2 the NeoX RoPE layout, HF's rotate_half (llama_model_rope_type
- *     in src/llama-model.cpp), and its converter permutes q and k only for
- *     llama-style models, which use the interleaved layout.
+ *     in src/llama-model.cpp), and convert_hf_to_gguf.py's Qwen2Model does
+ *     not permute them (its LlamaModel does, for the interleaved layout).
  *     Norm weights and biases are F32; the matrices are quantized (see
  *     gguf_quants.h) and md_gguf_tensor_dequantize expands them.
  *   - tokenizer: tokenizer.ggml.model = "gpt2" (byte-level BPE),
  *     tokenizer.ggml.pre = "qwen2" (the pre-tokenizer regex),
- *     tokenizer.ggml.tokens (array of string, indexed by token id; HF's
- *     vocab plus added tokens), tokenizer.ggml.token_type (array of int32:
- *     1 normal, 3 control, 4 user-defined, ...), tokenizer.ggml.merges
- *     (array of string, "a b" in rank order), tokenizer.ggml.bos_token_id,
+ *     tokenizer.ggml.tokens (array of string, indexed by token id, one per
+ *     embedding row: HF's vocabulary in its byte-level form ("Ġ" for a
+ *     space), its added tokens, then "[PAD<id>]" fillers up to the
+ *     embedding's row count), tokenizer.ggml.token_type (array of int32,
+ *     llama.cpp's: 1 normal, 3 control, 4 user-defined, 5 unused for the
+ *     fillers), tokenizer.ggml.merges (array of string, "a b" in rank
+ *     order), tokenizer.ggml.bos_token_id,
  *     eos_token_id, padding_token_id (u32), tokenizer.ggml.add_bos_token
  *     (bool), tokenizer.chat_template (string, HF's Jinja template). */
 #ifndef MD_IO_FORMATS_GGUF_H
