@@ -33,6 +33,7 @@ dict_for() {
     events_fit) echo "$fuzz_dir/csv.dict" ;;
     tokenizer_encode) echo "" ;;
     run_dir) echo "$fuzz_dir/run_dir.dict" ;;
+    gguf) echo "$fuzz_dir/gguf.dict" ;;
     *) echo "$fuzz_dir/json.dict" ;;
   esac
 }
