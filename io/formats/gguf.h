@@ -86,7 +86,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 #include "io/formats/gguf_quants.h"
 
 #define MD_GGUF_MAX_DIMS 4           /* ggml's GGML_MAX_DIMS */

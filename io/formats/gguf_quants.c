@@ -3,7 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 
 /* Bit-exactness with the reference: every product below is exact in
  * float32 (a half-precision scale has an 11-bit significand; times a

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "io/base/error.h"
+#include "base/error.h"
 
 /* ggml's type ids (a GGUF tensor info stores one as a uint32). Ids that
  * ggml removed (4, 5: Q4_2, Q4_3; 31-33, 36-38: repacked layouts that

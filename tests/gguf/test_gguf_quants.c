@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/base/tensor.h"
+#include "base/tensor.h"
 #include "io/formats/gguf.h"
 #include "io/formats/gguf_quants.h"
 #include "io/formats/npy.h"
