@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "io/formats/gguf.h"
 
 typedef struct md_tokenizer md_tokenizer;
 
@@ -89,6 +90,14 @@ typedef struct md_tokens {
  * normalizer, pre-tokenizer, decoder or option this tokenizer does not implement),
  * MD_E_NOMEM. */
 md_status md_tokenizer_load(const char *path, md_tokenizer **out, md_error *err);
+
+/* Builds the tokenizer a GGUF file's metadata carries (tokenizer.ggml.*:
+ * model "gpt2", pre-tokenizer "qwen2"), encoding exactly as the
+ * tokenizer.json it was converted from. Errors name the file and the key:
+ * MD_E_UNSUPPORTED for another model or pre-tokenizer, MD_E_FORMAT for
+ * missing or malformed keys, and those of md_tokenizer_load for what the
+ * document holds. */
+md_status md_tokenizer_load_gguf(const md_gguf_file *file, md_tokenizer **out, md_error *err);
 
 void md_tokenizer_free(md_tokenizer *tok);
 

@@ -6,6 +6,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <pthread.h>
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -224,5 +225,11 @@ enum { MD_TOK_NFC_SHRINK = 4 };
 
 /* Offset of the first invalid UTF-8 byte, or `len` when the text is valid. */
 size_t md_tok_utf8_invalid_at(const char *text, size_t len);
+
+/* Builds a tokenizer from a tokenizer.json document already parsed (`path`
+ * names it in messages): what md_tokenizer_load does after reading the
+ * file, and what md_tokenizer_load_gguf does with the document it derives
+ * from a GGUF file's metadata. */
+md_status md_tok_load_json(const char *path, json_t *root, md_tokenizer **out, md_error *err);
 
 #endif

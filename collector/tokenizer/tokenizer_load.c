@@ -666,6 +666,19 @@ static md_status load_json(loader *l, json_t *root) {
   return st;
 }
 
+md_status md_tok_load_json(const char *path, json_t *root, md_tokenizer **out, md_error *err) {
+  *out = NULL;
+  loader l = {.path = path, .err = err};
+  l.tok = calloc(1, sizeof *l.tok);
+  md_status st = l.tok ? load_json(&l, root) : nomem(&l);
+  if (st != MD_OK) {
+    md_tokenizer_free(l.tok);
+    return st;
+  }
+  *out = l.tok;
+  return MD_OK;
+}
+
 md_status md_tokenizer_load(const char *path, md_tokenizer **out, md_error *err) {
   *out = NULL;
   loader l = {.path = path, .err = err};
@@ -679,13 +692,7 @@ md_status md_tokenizer_load(const char *path, md_tokenizer **out, md_error *err)
   if (!root)
     return md_fail(err, MD_E_FORMAT, "%s:%d:%d: not valid JSON: %s", path, jerr.line, jerr.column,
                    jerr.text);
-  l.tok = calloc(1, sizeof *l.tok);
-  st = l.tok ? load_json(&l, root) : nomem(&l);
+  st = md_tok_load_json(path, root, out, err);
   json_decref(root);
-  if (st != MD_OK) {
-    md_tokenizer_free(l.tok);
-    return st;
-  }
-  *out = l.tok;
-  return MD_OK;
+  return st;
 }

@@ -4,7 +4,11 @@
  * (gguf.h lists the names); its tensor types are the expected ones; and
  * every tensor dequantizes, to float32 and to bf16, to values whose SHA-256
  * (all tensors in file order, little-endian) equals gguf-py's
- * (tests/gguf/model_digest.py, recorded below).
+ * (tests/gguf/model_digest.py, recorded below); and the tokenizer of its
+ * metadata (md_tokenizer_load_gguf) encodes exactly as Qwen2.5's
+ * tokenizer.json (the shipped demo's, data/models/qwen2-tiny): the same ids
+ * and byte spans for every string of the tokenizer corpus
+ * (tests/tokenizer/fixtures) and for the text of every vocabulary entry.
  *
  *   check_model MODEL [FILE]     MODEL: 0.5b or 1.5b
  *
@@ -24,6 +28,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <jansson.h>
+
+#include "collector/tokenizer/tokenizer.h"
 #include "io/formats/gguf.h"
 #include "tests/test_util.h"
 
@@ -227,6 +234,78 @@ static void check_dequantize(const md_gguf_file *f, const model_facts *m) {
             m->bf16_digest);
 }
 
+/* Both tokenizers encode `text` alike (ids and spans); false (reported)
+ * when not. */
+static bool same_encoding(const md_tokenizer *a, const md_tokenizer *b, const char *text,
+                          size_t len, const char *where) {
+  md_tokens ta = {0}, tb = {0};
+  md_error ea = {0}, eb = {0};
+  md_status sa = md_tokenizer_encode(a, text, len, &ta, &ea);
+  md_status sb = md_tokenizer_encode(b, text, len, &tb, &eb);
+  bool same = sa == sb && ta.count == tb.count;
+  for (size_t i = 0; same && i < ta.count; i++)
+    same = ta.ids[i] == tb.ids[i] && ta.spans[i].start == tb.spans[i].start &&
+           ta.spans[i].end == tb.spans[i].end;
+  CHECK_MSG(same, "%s: the GGUF tokenizer encodes %zu tokens (status %d), tokenizer.json %zu "
+            "(status %d)", where, ta.count, (int)sa, tb.count, (int)sb);
+  md_tokens_free(&ta);
+  md_tokens_free(&tb);
+  return same;
+}
+
+static void check_tokenizer(const md_gguf_file *f) {
+  const char *root = getenv("MD_SOURCE_ROOT");
+  char json_path[4096], corpus_path[4096];
+  snprintf(json_path, sizeof json_path, "%s/data/models/qwen2-tiny/tokenizer.json", root ? root : ".");
+  md_tokenizer *from_gguf = NULL, *from_json = NULL;
+  md_error err = {0};
+  double start = now();
+  CHECK_MSG(md_tokenizer_load_gguf(f, &from_gguf, &err) == MD_OK, "%s", err.message);
+  double loaded = now() - start;
+  CHECK_MSG(md_tokenizer_load(json_path, &from_json, &err) == MD_OK, "%s", err.message);
+  if (!from_gguf || !from_json) goto done;
+  size_t strings = 0, differ = 0;
+  static const char *const corpora[] = {"qwen_corpus.jsonl", "cases.jsonl", "small_corpus.jsonl"};
+  for (size_t c = 0; c < sizeof corpora / sizeof corpora[0]; c++) {
+    snprintf(corpus_path, sizeof corpus_path, "%s/tests/tokenizer/fixtures/%s", root ? root : ".",
+             corpora[c]);
+    FILE *in = fopen(corpus_path, "r");
+    CHECK_MSG(in != NULL, "cannot open %s", corpus_path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while (in && (len = getline(&line, &cap, in)) > 0) {
+      json_t *row = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, NULL);
+      json_t *text = json_object_get(row, "text");
+      if (json_is_string(text)) {
+        strings++;
+        differ += !same_encoding(from_gguf, from_json, json_string_value(text),
+                                 json_string_length(text), corpora[c]);
+      }
+      json_decref(row);
+    }
+    free(line);
+    if (in) fclose(in);
+  }
+  /* Every vocabulary entry's text (the decoded bytes of one id). */
+  size_t pieces = 0;
+  for (int32_t id = 0; id < 151643; id++) {
+    char *text = NULL;
+    size_t len = 0;
+    if (md_tokenizer_decode(from_json, &id, 1, false, &text, &len, &err) != MD_OK) continue;
+    pieces++;
+    char where[64];
+    snprintf(where, sizeof where, "vocabulary id %d", (int)id);
+    differ += !same_encoding(from_gguf, from_json, text, len, where);
+    free(text);
+  }
+  printf("tokenizer from the metadata in %.2f s: %zu corpus strings and %zu vocabulary entries "
+         "encoded as tokenizer.json does, %zu differ\n", loaded, strings, pieces, differ);
+done:
+  md_tokenizer_free(from_gguf);
+  md_tokenizer_free(from_json);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3) {
     fprintf(stderr, "usage: check_model 0.5b|1.5b [FILE]\n");
@@ -261,6 +340,7 @@ int main(int argc, char **argv) {
   check_layout(f, m);
   check_types(f, m);
   check_dequantize(f, m);
+  check_tokenizer(f);
   md_gguf_close(f);
   return md_test_finish("check_model");
 }

@@ -14,7 +14,7 @@ typedef struct gguf_bytes {
   size_t len, cap;
 } gguf_bytes;
 
-static void gb_put(gguf_bytes *b, const void *p, size_t n) {
+static inline void gb_put(gguf_bytes *b, const void *p, size_t n) {
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n) cap *= 2;
@@ -30,18 +30,18 @@ static void gb_put(gguf_bytes *b, const void *p, size_t n) {
   b->len += n;
 }
 
-static void gb_u8(gguf_bytes *b, uint8_t v) { gb_put(b, &v, 1); }
-static void gb_u32(gguf_bytes *b, uint32_t v) { gb_put(b, &v, 4); } /* little-endian host */
-static void gb_u64(gguf_bytes *b, uint64_t v) { gb_put(b, &v, 8); }
-static void gb_f32(gguf_bytes *b, float v) { gb_put(b, &v, 4); }
+static inline void gb_u8(gguf_bytes *b, uint8_t v) { gb_put(b, &v, 1); }
+static inline void gb_u32(gguf_bytes *b, uint32_t v) { gb_put(b, &v, 4); } /* little-endian host */
+static inline void gb_u64(gguf_bytes *b, uint64_t v) { gb_put(b, &v, 8); }
+static inline void gb_f32(gguf_bytes *b, float v) { gb_put(b, &v, 4); }
 
 /* A GGUF string: u64 length, bytes. */
-static void gb_str(gguf_bytes *b, const char *s) {
+static inline void gb_str(gguf_bytes *b, const char *s) {
   gb_u64(b, strlen(s));
   gb_put(b, s, strlen(s));
 }
 
-static void gb_header(gguf_bytes *b, uint32_t version, uint64_t tensors, uint64_t kvs) {
+static inline void gb_header(gguf_bytes *b, uint32_t version, uint64_t tensors, uint64_t kvs) {
   gb_put(b, "GGUF", 4);
   gb_u32(b, version);
   gb_u64(b, tensors);
@@ -52,20 +52,20 @@ static void gb_header(gguf_bytes *b, uint32_t version, uint64_t tensors, uint64_
 enum { GB_U8 = 0, GB_I8, GB_U16, GB_I16, GB_U32, GB_I32, GB_F32, GB_BOOL, GB_STRING, GB_ARRAY,
        GB_U64, GB_I64, GB_F64 };
 
-static void gb_kv_u32(gguf_bytes *b, const char *key, uint32_t v) {
+static inline void gb_kv_u32(gguf_bytes *b, const char *key, uint32_t v) {
   gb_str(b, key);
   gb_u32(b, GB_U32);
   gb_u32(b, v);
 }
 
-static void gb_kv_str(gguf_bytes *b, const char *key, const char *v) {
+static inline void gb_kv_str(gguf_bytes *b, const char *key, const char *v) {
   gb_str(b, key);
   gb_u32(b, GB_STRING);
   gb_str(b, v);
 }
 
 /* A tensor info: name, extents (fastest first), ggml type, data offset. */
-static void gb_tensor(gguf_bytes *b, const char *name, uint32_t n_dims, const uint64_t *ne,
+static inline void gb_tensor(gguf_bytes *b, const char *name, uint32_t n_dims, const uint64_t *ne,
                       uint32_t type, uint64_t offset) {
   gb_str(b, name);
   gb_u32(b, n_dims);
@@ -74,11 +74,11 @@ static void gb_tensor(gguf_bytes *b, const char *name, uint32_t n_dims, const ui
   gb_u64(b, offset);
 }
 
-static void gb_pad(gguf_bytes *b, size_t alignment) {
+static inline void gb_pad(gguf_bytes *b, size_t alignment) {
   while (b->len % alignment) gb_u8(b, 0);
 }
 
-static void gb_write(const gguf_bytes *b, size_t len, const char *path) {
+static inline void gb_write(const gguf_bytes *b, size_t len, const char *path) {
   FILE *fp = fopen(path, "wb");
   if (!fp || (len && fwrite(b->data, 1, len, fp) != len)) {
     perror(path);
@@ -87,7 +87,7 @@ static void gb_write(const gguf_bytes *b, size_t len, const char *path) {
   fclose(fp);
 }
 
-static void gb_free(gguf_bytes *b) {
+static inline void gb_free(gguf_bytes *b) {
   free(b->data);
   memset(b, 0, sizeof *b);
 }

@@ -122,6 +122,7 @@ static void check_line(run *r, size_t line, const char *buf, size_t len) {
 }
 
 static char *source_path(const char *relative) {
+  if (relative[0] == '/') return strdup(relative);
   const char *root = getenv("MD_SOURCE_ROOT");
   if (!root) root = ".";
   size_t n = strlen(root) + strlen(relative) + 2;
@@ -132,14 +133,21 @@ static char *source_path(const char *relative) {
 
 int main(int argc, char **argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s TOKENIZER_JSON FIXTURE_JSONL (relative to MD_SOURCE_ROOT)\n",
+    fprintf(stderr, "usage: %s TOKENIZER_JSON|MODEL.gguf FIXTURE_JSONL (relative to "
+            "MD_SOURCE_ROOT unless absolute)\n",
             argv[0]);
     return 2;
   }
   char *tok_path = source_path(argv[1]), *fixture = source_path(argv[2]);
   md_tokenizer *tok = NULL;
   md_error err = {0};
-  md_status st = md_tokenizer_load(tok_path, &tok, &err);
+  /* A GGUF file: the tokenizer of its metadata (md_tokenizer_load_gguf). */
+  size_t path_len = strlen(tok_path);
+  bool gguf = path_len > 5 && !strcmp(tok_path + path_len - 5, ".gguf");
+  md_gguf_file *file = NULL;
+  md_status st = gguf ? md_gguf_open(tok_path, &file, &err) : MD_OK;
+  if (st == MD_OK)
+    st = gguf ? md_tokenizer_load_gguf(file, &tok, &err) : md_tokenizer_load(tok_path, &tok, &err);
   CHECK_MSG(st == MD_OK, "%s", err.message);
   FILE *f = fopen(fixture, "r");
   CHECK_MSG(f != NULL, "cannot open %s", fixture);
@@ -158,6 +166,7 @@ int main(int argc, char **argv) {
   }
   if (f) fclose(f);
   md_tokenizer_free(tok);
+  md_gguf_close(file);
   free(tok_path);
   free(fixture);
   return md_test_finish("tokenizer_reference");
