@@ -32,6 +32,7 @@
 #include "calib/progress.h"
 #include "calib/stage_report.h"
 #include "collector/capture/collect.h"
+#include "collector/model/model_dir.h"
 #include "fit/extract/attention_norm.h"
 #include "fit/extract/lifetimes.h"
 #include "fit/regions/region_fits.h"
@@ -566,10 +567,7 @@ static int expected_identity(run_options *r, char traces[MD_SHA256_HEX],
     r->extract.expect_traces_sha256 = traces;
   }
   if (r->collect.model_dir) {
-    char *path = join(r->collect.model_dir, "config.json");
-    md_status s = path ? md_sha256_file(path, config, &err) : md_fail(&err, MD_E_NOMEM, "out of memory");
-    free(path);
-    if (s != MD_OK) return md_cli_report(&err);
+    if (md_model_identity(r->collect.model_dir, config, &err) != MD_OK) return md_cli_report(&err);
     r->extract.expect_config_sha256 = config;
   }
   return -1;

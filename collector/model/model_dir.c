@@ -1,6 +1,8 @@
-/* Opening a checkpoint directory (collector/model/model_dir.h). */
+/* Opening a checkpoint: a Hugging Face directory or a GGUF file
+ * (collector/model/model_dir.h). */
 #include "collector/model/model_dir.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,31 +14,109 @@ static bool is_directory(const char *path) {
   return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
 }
 
+static bool is_file(const char *path) {
+  struct stat info;
+  return stat(path, &info) == 0 && S_ISREG(info.st_mode);
+}
+
+static bool is_gguf_name(const char *name) {
+  size_t n = strlen(name);
+  return n > 5 && !strcmp(name + n - 5, ".gguf");
+}
+
+/* The checkpoint `path` names: itself (a directory with config.json, or a
+ * .gguf file), or the one .gguf file of a directory without config.json.
+ * malloc'd into *resolved. */
+static md_status resolve(const char *path, char **resolved, md_error *err) {
+  *resolved = NULL;
+  if (is_file(path)) {
+    if (!is_gguf_name(path))
+      return md_fail(err, MD_E_INVALID, "model '%s' is a file but not a .gguf file (give a Hugging "
+                     "Face checkpoint directory or a GGUF file)", path);
+    return (*resolved = strdup(path)) ? MD_OK : md_fail(err, MD_E_NOMEM, "out of memory");
+  }
+  if (!is_directory(path))
+    return md_fail(err, MD_E_INVALID, "model directory '%s' %s", path,
+                   access(path, F_OK) == 0 ? "is not a directory" : "does not exist");
+  size_t size = strlen(path) + sizeof "/config.json";
+  char *config = malloc(size);
+  if (!config) return md_fail(err, MD_E_NOMEM, "out of memory");
+  snprintf(config, size, "%s/config.json", path);
+  bool hf = access(config, F_OK) == 0;
+  free(config);
+  DIR *dir = hf ? NULL : opendir(path);
+  char *found = NULL;
+  size_t count = 0;
+  for (struct dirent *e; dir && (e = readdir(dir));) {
+    if (e->d_name[0] == '.' || !is_gguf_name(e->d_name)) continue;
+    if (count++ == 0) {
+      size_t n = strlen(path) + 1 + strlen(e->d_name) + 1;
+      if ((found = malloc(n))) snprintf(found, n, "%s/%s", path, e->d_name);
+    }
+  }
+  if (dir) closedir(dir);
+  if (count > 1) {
+    free(found);
+    return md_fail(err, MD_E_INVALID, "model directory '%s' holds %zu .gguf files and no "
+                   "config.json: name the one to use", path, count);
+  }
+  if (count == 1 && !found) return md_fail(err, MD_E_NOMEM, "out of memory");
+  *resolved = found ? found : strdup(path);
+  return *resolved ? MD_OK : md_fail(err, MD_E_NOMEM, "out of memory");
+}
+
 md_status md_model_dir_open(const char *dir, const char *user, md_model_dir_warning_fn warn,
                             void *context, md_model_dir *out, md_error *err) {
   memset(out, 0, sizeof *out);
-  if (!is_directory(dir))
-    return md_fail(err, MD_E_INVALID, "model directory '%s' %s", dir,
-                   access(dir, F_OK) == 0 ? "is not a directory" : "does not exist");
-  md_status s = md_qwen2_model_open(dir, &out->model, err);
-  if (s != MD_OK) return s;
+  char *path = NULL;
+  md_status s = resolve(dir, &path, err);
+  if (s == MD_OK) s = md_qwen2_model_open(path, &out->model, err);
+  if (s != MD_OK) {
+    free(path);
+    return s;
+  }
   for (size_t i = 0; warn && i < md_qwen2_model_warning_count(out->model); i++)
     warn(context, md_qwen2_model_warning(out->model, i));
-  size_t size = strlen(dir) + sizeof "/tokenizer.json";
-  out->tokenizer_path = malloc(size);
-  if (!out->tokenizer_path) {
-    s = md_fail(err, MD_E_NOMEM, "out of memory");
+  const md_gguf_file *gguf = md_qwen2_model_gguf(out->model);
+  if (gguf) { /* the tokenizer of its metadata */
+    out->tokenizer_path = path;
+    path = NULL;
+    s = md_tokenizer_load_gguf(gguf, &out->tokenizer, err);
   } else {
-    snprintf(out->tokenizer_path, size, "%s/tokenizer.json", dir);
-    if (access(out->tokenizer_path, F_OK) != 0)
-      s = md_fail(err, MD_E_INVALID,
-                  "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
-                  "tokenizer.json from the model's Hugging Face repository)",
-                  dir, user);
-    else
-      s = md_tokenizer_load(out->tokenizer_path, &out->tokenizer, err);
+    size_t size = strlen(dir) + sizeof "/tokenizer.json";
+    out->tokenizer_path = malloc(size);
+    if (!out->tokenizer_path) {
+      s = md_fail(err, MD_E_NOMEM, "out of memory");
+    } else {
+      snprintf(out->tokenizer_path, size, "%s/tokenizer.json", dir);
+      if (access(out->tokenizer_path, F_OK) != 0)
+        s = md_fail(err, MD_E_INVALID,
+                    "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
+                    "tokenizer.json from the model's Hugging Face repository)",
+                    dir, user);
+      else
+        s = md_tokenizer_load(out->tokenizer_path, &out->tokenizer, err);
+    }
   }
+  free(path);
   if (s != MD_OK) md_model_dir_close(out);
+  return s;
+}
+
+md_status md_model_identity(const char *model, char sha256[MD_SHA256_HEX], md_error *err) {
+  char *path = NULL;
+  md_status s = resolve(model, &path, err);
+  if (s != MD_OK) return s;
+  if (is_file(path)) {
+    s = md_sha256_file(path, sha256, err);
+  } else {
+    size_t size = strlen(path) + sizeof "/config.json";
+    char *config = malloc(size);
+    if (config) snprintf(config, size, "%s/config.json", path);
+    s = config ? md_sha256_file(config, sha256, err) : md_fail(err, MD_E_NOMEM, "out of memory");
+    free(config);
+  }
+  free(path);
   return s;
 }
 

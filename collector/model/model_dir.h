@@ -1,7 +1,9 @@
-/* Opening a Hugging Face checkpoint directory the way every command that
- * runs a model does (collect, eval): the directory must exist, the
- * checkpoint is opened (collector/model/qwen2_model.h) and its own tokenizer.json
- * loaded, with messages that name the directory. */
+/* Opening a checkpoint the way every command that runs a model does
+ * (collect, eval): a Hugging Face directory (config.json, safetensors, its
+ * own tokenizer.json), a GGUF file, or a directory holding one GGUF file and
+ * no config.json (the tokenizer then comes from the GGUF metadata,
+ * md_tokenizer_load_gguf); the checkpoint is opened
+ * (collector/model/qwen2_model.h), with messages that name it. */
 #ifndef MD_COLLECTOR_MODEL_MODEL_DIR_H
 #define MD_COLLECTOR_MODEL_MODEL_DIR_H
 
@@ -9,12 +11,13 @@
 
 #include "collector/model/qwen2_model.h"
 #include "collector/tokenizer/tokenizer.h"
+#include "base/digest.h"
 #include "base/error.h"
 
 typedef struct md_model_dir {
   md_qwen2_model *model;
   md_tokenizer *tokenizer;
-  char *tokenizer_path;       /* DIR/tokenizer.json, malloc'd */
+  char *tokenizer_path;       /* DIR/tokenizer.json, or the GGUF file; malloc'd */
 } md_model_dir;
 
 /* Called with each of the checkpoint's notes (md_qwen2_model_warning) as
@@ -28,6 +31,11 @@ typedef void (*md_model_dir_warning_fn)(void *context, const char *message);
 md_status md_model_dir_open(const char *dir, const char *user, md_model_dir_warning_fn warn,
                             void *context, md_model_dir *out, md_error *err);
 void md_model_dir_close(md_model_dir *dir);
+
+/* The model's identity, as run.json records it (config_sha256): the
+ * SHA-256 of a directory's config.json, or of a GGUF file (`model` resolved
+ * as md_model_dir_open does). */
+md_status md_model_identity(const char *model, char sha256[MD_SHA256_HEX], md_error *err);
 
 /* The checkpoint's name: the directory's last component, trailing slashes
  * ignored ("models/Qwen2.5-0.5B/" -> "Qwen2.5-0.5B"). Returns buffer. */

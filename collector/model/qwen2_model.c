@@ -10,8 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/digest.h"
 #include "collector/model/qwen2_config.h"
 #include "io/files/json_fields.h"
+#include "collector/model/qwen2_gguf.h"
+#include "io/formats/gguf.h"
 #include "io/formats/safetensors.h"
 
 #define SINGLE_FILE "model.safetensors"
@@ -29,6 +32,12 @@ struct md_qwen2_model {
   char *index_path;
   char **warnings;
   size_t warning_count;
+  /* A GGUF checkpoint: the file, and its tensors expanded (gguf_model.c). */
+  md_gguf_file *gguf;
+  bool gguf_f32;           /* matrices expanded to float32, not bfloat16 */
+  md_gguf_expansion *expansions;
+  size_t n_expansions;
+  bool *gguf_bound;        /* [tensor count]: taken by the model */
 };
 
 static char *join_path(const char *dir, const char *name) {
@@ -193,10 +202,51 @@ static void format_dims(const int64_t *shape, int ndim, char *buf, size_t size) 
   if (used < size) snprintf(buf + used, size - used, "]");
 }
 
+/* The GGUF side of bind: the tensor of that name in llama.cpp's naming,
+ * with extents {cols, rows} (ggml's order) or {rows}, queued for expansion
+ * into memory the model owns (md_qwen2_gguf_expand runs the queue once
+ * every tensor is bound). */
+static md_status bind_gguf(md_qwen2_model *model, const char *name, int64_t rows, int64_t cols,
+                           md_tensor *out, md_error *err) {
+  char gguf_name[MD_GGUF_MAX_NAME + 1];
+  if (!md_qwen2_gguf_name(name, gguf_name, sizeof gguf_name))
+    return md_fail(err, MD_E_INVALID, "%s: no GGUF name for tensor %s", model->dir, name);
+  const md_gguf_tensor *t = md_gguf_find_tensor(model->gguf, gguf_name);
+  if (!t) return md_fail(err, MD_E_FORMAT, "missing tensor %s (%s) in %s", gguf_name, name, model->dir);
+  int ndim = cols ? 2 : 1;
+  if (t->n_dims != ndim || t->ne[0] != (cols ? cols : rows) || (cols && t->ne[1] != rows))
+    return md_fail(err, MD_E_FORMAT, "%s: tensor %s has extents {%lld, %lld}, expected {%lld, %lld} "
+                   "(ggml's order: the row length first)", model->dir, gguf_name,
+                   (long long)t->ne[0], (long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                   (long long)(cols ? cols : rows), (long long)(cols ? rows : 1));
+  if (!md_ggml_type_dequantizable(t->type))
+    return md_fail(err, MD_E_UNSUPPORTED, "%s: tensor %s is of type %s, which is not supported "
+                   "(supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
+                   "Q5_K, Q6_K)", model->dir, gguf_name, md_ggml_type_name(t->type));
+  for (size_t i = 0; i < md_gguf_tensor_count(model->gguf); i++)
+    if (md_gguf_tensor_at(model->gguf, i) == t) model->gguf_bound[i] = true;
+  bool bf16 = ndim == 2 && !model->gguf_f32;
+  size_t nbytes = (size_t)t->n_elements * (bf16 ? 2 : 4);
+  md_gguf_expansion *grown = realloc(model->expansions, (model->n_expansions + 1) * sizeof *grown);
+  void *data = grown ? malloc(nbytes) : NULL;
+  if (grown) model->expansions = grown;
+  if (!data) return md_fail(err, MD_E_NOMEM, "%s: out of memory expanding %s", model->dir, gguf_name);
+  model->expansions[model->n_expansions++] = (md_gguf_expansion){.tensor = t, .data = data, .bf16 = bf16};
+  *out = (md_tensor){.name = t->name, .dtype = bf16 ? MD_DTYPE_BF16 : MD_DTYPE_F32, .ndim = ndim,
+                     .shape = {rows, cols}, .data = data, .nbytes = nbytes};
+  if (ndim == 2) {
+    model->weights.dtype = out->dtype;
+    model->matrix_dtype_known = true;
+  }
+  model->weights.weight_bytes += nbytes;
+  return MD_OK;
+}
+
 /* Binds tensor `name` into *out after checking it is there with shape
  * [rows] (cols == 0) or [rows, cols]. */
 static md_status bind(md_qwen2_model *model, const char *name, int64_t rows, int64_t cols,
                       md_tensor *out, md_error *err) {
+  if (model->gguf) return bind_gguf(model, name, rows, cols, out, err);
   const md_safetensors *shard;
   md_status status = locate(model, name, &shard, err);
   if (status != MD_OK) return status;
@@ -287,6 +337,12 @@ static md_status bind_output(md_qwen2_model *model, md_error *err) {
   md_qwen2_weights *weights = &model->weights;
   md_status status = bind(model, "model.norm.weight", config->hidden_size, 0, &weights->norm, err);
   if (status != MD_OK) return status;
+  if (model->gguf) { /* tied exactly when output.weight is absent */
+    if (config->tie_word_embeddings) weights->lm_head = weights->embed_tokens;
+    else status = bind(model, "lm_head.weight", config->vocab_size, config->hidden_size,
+                       &weights->lm_head, err);
+    return status;
+  }
   if (!config->tie_word_embeddings) {
     const md_safetensors *shard;
     status = locate(model, "lm_head.weight", &shard, err);
@@ -342,6 +398,15 @@ static bool is_used_outside_layers(const char *name) {
  * reported: layers beyond num_hidden_layers usually mean a config.json that
  * does not belong to these weights (or a deliberately truncated model). */
 static md_status note_unused(md_qwen2_model *model, md_error *err) {
+  if (model->gguf) {
+    size_t unused = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < md_gguf_tensor_count(model->gguf); i++)
+      if (!model->gguf_bound[i] && !unused++) first = md_gguf_tensor_at(model->gguf, i)->name;
+    if (!unused) return MD_OK;
+    return add_warning(model, err, "%s: %zu tensors are not part of %s and are ignored (first: %s)",
+                       model->dir, unused, model->config.family->gguf_architecture, first);
+  }
   size_t beyond = 0, other = 0;
   const char *first_beyond = NULL, *first_other = NULL;
   for (size_t s = 0; s < model->shard_count; s++) {
@@ -370,7 +435,28 @@ static md_status note_unused(md_qwen2_model *model, md_error *err) {
   return status;
 }
 
+/* A GGUF checkpoint: the configuration from its metadata, every tensor
+ * bound and then expanded (several at a time). */
+static md_status open_gguf(md_qwen2_model *model, md_error *err) {
+  md_status status = md_gguf_open(model->dir, &model->gguf, err);
+  if (status == MD_OK) {
+    model->gguf_bound = calloc(md_gguf_tensor_count(model->gguf) + 1, sizeof *model->gguf_bound);
+    if (!model->gguf_bound) status = md_fail(err, MD_E_NOMEM, "%s: out of memory", model->dir);
+  }
+  if (status == MD_OK) status = md_qwen2_gguf_config(model->gguf, model->gguf_f32, &model->config, err);
+  if (status == MD_OK) status = bind_weights(model, err);
+  if (status == MD_OK) status = md_qwen2_gguf_expand(model->gguf, model->expansions, model->n_expansions, err);
+  if (status == MD_OK) status = note_unused(model, err);
+  return status;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
 static md_status open_model(md_qwen2_model *model, md_error *err) {
+  if (ends_with(model->dir, ".gguf") && is_file(model->dir)) return open_gguf(model, err);
   char *config_path = join_path(model->dir, "config.json");
   if (!config_path) return md_fail(err, MD_E_NOMEM, "%s: out of memory", model->dir);
   md_status status = md_qwen2_config_load(config_path, &model->config, err);
@@ -382,6 +468,11 @@ static md_status open_model(md_qwen2_model *model, md_error *err) {
 }
 
 md_status md_qwen2_model_open(const char *dir, md_qwen2_model **out, md_error *err) {
+  return md_qwen2_model_open_with(dir, NULL, out, err);
+}
+
+md_status md_qwen2_model_open_with(const char *dir, const md_qwen2_open_options *options,
+                                   md_qwen2_model **out, md_error *err) {
   *out = NULL;
   md_qwen2_model *model = calloc(1, sizeof *model);
   if (!model || !(model->dir = strdup(dir))) {
@@ -391,6 +482,7 @@ md_status md_qwen2_model_open(const char *dir, md_qwen2_model **out, md_error *e
   /* "dir/" names files as "dir/config.json", not "dir//config.json". */
   for (size_t len = strlen(model->dir); len > 1 && model->dir[len - 1] == '/'; len--)
     model->dir[len - 1] = '\0';
+  model->gguf_f32 = options && options->gguf_f32;
   md_status status = open_model(model, err);
   if (status != MD_OK) {
     md_qwen2_model_close(model);
@@ -403,6 +495,8 @@ md_status md_qwen2_model_open(const char *dir, md_qwen2_model **out, md_error *e
 const md_qwen2_config *md_qwen2_model_config(const md_qwen2_model *model) {
   return &model->config;
 }
+
+const md_gguf_file *md_qwen2_model_gguf(const md_qwen2_model *model) { return model->gguf; }
 
 const md_qwen2_weights *md_qwen2_model_weights(const md_qwen2_model *model) {
   return &model->weights;
@@ -429,6 +523,10 @@ void md_qwen2_model_close(md_qwen2_model *model) {
   json_decref(model->weight_map);
   free(model->weights.layers);
   free(model->index_path);
+  for (size_t i = 0; i < model->n_expansions; i++) free(model->expansions[i].data);
+  free(model->expansions);
+  free(model->gguf_bound);
+  md_gguf_close(model->gguf);
   free(model->dir);
   free(model);
 }

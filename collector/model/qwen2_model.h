@@ -59,6 +59,24 @@ typedef struct md_qwen2_model md_qwen2_model; /* owns the mmaps */
  * (see memdecay-calibrate(1), section CHECKPOINTS) and fails with a message
  * naming the file and tensor at fault. */
 md_status md_qwen2_model_open(const char *dir, md_qwen2_model **model, md_error *err);
+
+/* How a GGUF checkpoint is expanded in memory. */
+typedef struct md_qwen2_open_options {
+  bool gguf_f32; /* weight matrices as float32 (default: bfloat16); norms and biases are float32 */
+} md_qwen2_open_options;
+
+/* md_qwen2_model_open, or, when `path` is a .gguf file, a GGUF checkpoint
+ * (io/formats/gguf.h) as llama.cpp writes one: the configuration from its
+ * metadata (collector/model/qwen2_gguf.h; the identity config_sha256 is the
+ * file's SHA-256), every tensor the model uses dequantized into memory the
+ * model owns (bfloat16 matrices unless options->gguf_f32), a separate
+ * output.weight as the output projection. options may be NULL. */
+md_status md_qwen2_model_open_with(const char *path, const md_qwen2_open_options *options,
+                                   md_qwen2_model **model, md_error *err);
+
+/* The GGUF file a model was read from (its tokenizer's metadata), or NULL
+ * for a Hugging Face directory. */
+const struct md_gguf_file *md_qwen2_model_gguf(const md_qwen2_model *model);
 const md_qwen2_config *md_qwen2_model_config(const md_qwen2_model *model);
 const md_qwen2_weights *md_qwen2_model_weights(const md_qwen2_model *model);
 void md_qwen2_model_close(md_qwen2_model *model);
