@@ -39,7 +39,7 @@ static void print_help(FILE *out) {
       "\n"
       "Options:\n"
       "      --model DIR        Hugging Face checkpoint directory (config.json, *.safetensors,\n"
-      "                         tokenizer.json)\n"
+      "                         tokenizer.json), or a GGUF file (or a directory holding one)\n"
       "      --traces FILE      agent traces, JSON Lines (memdecay-traces(5))\n"
       "      --out RUN_DIR      the run directory to create (its parent must exist)\n"
       "      --device NAME      cpu (default), cuda or cuda:N\n"

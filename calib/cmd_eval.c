@@ -80,7 +80,8 @@ static void print_help(FILE *out) {
       "written: an interrupted eval continues with --resume.\n"
       "\n"
       "Options:\n"
-      "      --model DIR          Hugging Face Qwen2/Qwen2.5 checkpoint directory\n"
+      "      --model DIR          Hugging Face Qwen2/Qwen2.5 checkpoint directory, or a\n"
+      "                           GGUF file (or a directory holding one)\n"
       "      --traces FILE        agent traces with probes (memdecay-traces(5))\n"
       "      --config FILE        memdecay.json: the policy MemDecay evicts by\n"
       "  -o, --out FILE           the results file to write\n",
