@@ -11,6 +11,12 @@
  *     safetensors model's bit for bit (the safetensors path is checked
  *     against HF transformers in test_qwen2_tiny.c), and within 1e-4 with
  *     the matrices expanded to float32 instead;
+ *   - a quantized GGUF file (tests/model/fixtures/gguf_q, written through
+ *     gguf-py by tests/model/make_gguf_fixture.py: a random Qwen2 of odd
+ *     shape, matrices in Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1, an untied output)
+ *     gives HF transformers' logits (its GGUF loader, float32) at every
+ *     prompt position within 1e-4, with the matrices expanded to float32
+ *     as HF does (and within 0.1 in bfloat16, our default);
  *   - refusals name the file and the key or tensor: another architecture,
  *     a missing tensor, a tensor of the wrong shape, a type without a
  *     dequantizer; and a tensor the model does not use is noted. */
@@ -24,6 +30,7 @@
 #include "io/formats/gguf.h"
 #include "kernels/device.h"
 #include "tests/gguf/gguf_builder.h"
+#include "tests/model/fixture.h"
 #include "tests/test_util.h"
 
 static char gguf_path[4096];
@@ -241,6 +248,62 @@ static void test_refusals(const md_qwen2_model *hf) {
   md_qwen2_model_close(m);
 }
 
+/* Our logits at every prompt position of the fixture; NULL on failure. */
+static float *prompt_logits(const char *path, bool f32, const fixture_array *prompt, int *vocab) {
+  md_qwen2_open_options options = {.gguf_f32 = f32};
+  md_qwen2_model *model = NULL;
+  md_kernels *k = NULL;
+  md_qwen2_forward *fw = NULL;
+  md_error err = {0};
+  md_device_options device = {.device = "cpu", .threads = 1};
+  int64_t n = (int64_t)prompt->count;
+  md_qwen2_forward_options fo = {.capacity = n};
+  float *logits = NULL;
+  bool ok = md_qwen2_model_open_with(path, &options, &model, &err) == MD_OK &&
+            md_device_open(&device, &k, &err) == MD_OK &&
+            md_qwen2_forward_new(md_qwen2_model_config(model), md_qwen2_model_weights(model), k,
+                                 &fo, &fw, &err) == MD_OK;
+  if (ok) {
+    *vocab = md_qwen2_model_config(model)->vocab_size;
+    logits = malloc((size_t)n * (size_t)*vocab * sizeof *logits);
+    ok = logits && md_qwen2_prefill(fw, prompt->i32, n, logits, &err) == MD_OK;
+  }
+  CHECK_MSG(ok, "%s: %s", path, err.message);
+  md_qwen2_forward_free(fw);
+  md_kernels_free(k);
+  md_qwen2_model_close(model);
+  if (!ok) {
+    free(logits);
+    return NULL;
+  }
+  return logits;
+}
+
+static void test_against_hf(void) {
+  char dir[4096], path[4200];
+  fixture_dir(dir, sizeof dir, "gguf_q");
+  snprintf(path, sizeof path, "%s/model.gguf", dir);
+  fixture_array prompt = fixture_load(dir, "prompt.npy", 1), want = fixture_load(dir, "logits.npy", 0);
+  for (int f32 = 1; f32 >= 0; f32--) {
+    int vocab = 0;
+    float *got = prompt_logits(path, f32, &prompt, &vocab);
+    if (!got) continue;
+    CHECK(want.ndim == 2 && want.shape[0] == (int64_t)prompt.count && want.shape[1] == vocab);
+    double worst = 0;
+    for (size_t i = 0; i < want.count; i++) worst = fmax(worst, fabs((double)got[i] - want.f32[i]));
+    /* bfloat16 keeps 8 bits of each weight (relative 2^-9 at most); with
+     * logits up to 12 they move by a few hundredths. */
+    double tolerance = f32 ? 1e-4 : 1e-1;
+    CHECK_MSG(worst <= tolerance, "quantized GGUF, %s: logits differ from HF's by %g (> %g)",
+              f32 ? "float32" : "bfloat16", worst, tolerance);
+    printf("quantized GGUF against HF transformers, %s expansion: %zu logits within %.2g\n",
+           f32 ? "float32" : "bfloat16", want.count, worst);
+    free(got);
+  }
+  fixture_free(&prompt);
+  fixture_free(&want);
+}
+
 int main(void) {
   const char *root = getenv("MD_SOURCE_ROOT"), *build = getenv("MD_BUILD_ROOT");
   char dir[4096];
@@ -253,6 +316,7 @@ int main(void) {
     test_same_model(hf);
     test_refusals(hf);
   }
+  test_against_hf();
   md_qwen2_model_close(hf);
   remove(gguf_path);
   return md_test_finish("qwen2_gguf");
