@@ -50,6 +50,8 @@ static void print_help(FILE *out) {
       "                         (activations rounded to BF16 as on the GPU; faster prompts\n"
       "                         on AMD Zen 4/5, slower on the Intel Xeons measured; needs a\n"
       "                         CPU with AVX-512 BF16). Default: float32, as HF\n"
+      "      --gguf-f32         a GGUF model's weight matrices dequantized to float32 (twice\n"
+      "                         the memory of the default, bfloat16; run.json's model dtype)\n"
       "      --no-cuda-graphs   CUDA: launch decode steps kernel by kernel (default: each\n"
       "                         step recorded once as a CUDA graph and replayed)\n"
       "      --cuda-graphs      the default; accepted for older scripts\n"

@@ -103,6 +103,8 @@ static void print_help(FILE *out) {
       "      --exact-gemm         CUDA: multiply prompts in float32\n"
       "      --bf16-gemm          CPU: multiply BF16 prompts with AVX-512 BF16 (faster on AMD\n"
       "                           Zen 4/5; slower on the Intel Xeons measured)\n"
+      "      --gguf-f32           a GGUF model's weight matrices dequantized to float32\n"
+      "                           (default bfloat16: half the memory)\n"
       "      --max-answer-tokens N  greedy tokens per answer (default " MD_DEFAULT_TEXT(MD_EVAL_DEFAULT_ANSWER_TOKENS) ")\n"
       "      --max-episodes N     evaluate only the first N episodes\n"
       "      --seed N             seed of the random policy (default 0; episode e uses N+e)\n"
@@ -139,7 +141,7 @@ static void print_help(FILE *out) {
 
 enum {
   OPT_MODEL, OPT_TRACES, OPT_CONFIG, OPT_OUT, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
-  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
+  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_GGUF_F32, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
   OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_RESUME, OPT_QUIET, OPT_HELP,
 };
 
@@ -156,6 +158,7 @@ static const md_opt eval_table[] = {
     {"threads", 0, OPT_THREADS, "N"},
     {"exact-gemm", 0, OPT_EXACT_GEMM, NULL},
     {"bf16-gemm", 0, OPT_BF16_GEMM, NULL},
+    {"gguf-f32", 0, OPT_GGUF_F32, NULL},
     {"max-answer-tokens", 0, OPT_MAX_ANSWER, "N"},
     {"max-episodes", 0, OPT_MAX_EPISODES, "N"},
     {"seed", 0, OPT_SEED, "N"},
@@ -251,6 +254,7 @@ static int take_option(void *context, const md_opt *option, const char *value) {
       break;
     case OPT_EXACT_GEMM: o->exact_gemm = true; break;
     case OPT_BF16_GEMM: o->bf16_gemm = true; break;
+    case OPT_GGUF_F32: o->gguf_f32 = true; break;
     case OPT_MAX_ANSWER:
       if ((code = parse_count("--max-answer-tokens", value, 1, 4096, &number)) < 0)
         o->max_answer_tokens = (size_t)number;

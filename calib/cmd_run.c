@@ -99,6 +99,8 @@ static void print_help(FILE *out) {
       "      --exact-gemm         CUDA: multiply the prompt in float32 (slower prompts)\n"
       "      --bf16-gemm          CPU: multiply a BF16 prompt with AVX-512 BF16 (faster on AMD\n"
       "                           Zen 4/5; slower on the Intel Xeons measured)\n"
+      "      --gguf-f32           a GGUF model's weight matrices dequantized to float32\n"
+      "                           (default bfloat16: half the memory)\n"
       "      --no-cuda-graphs     CUDA: launch decode steps kernel by kernel, not as graphs\n"
       "      --cuda-graphs        the default; accepted for older scripts\n"
       "      --layers A:B         capture layers A to B-1 (default: all)\n"

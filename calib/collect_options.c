@@ -34,6 +34,7 @@ const md_opt md_collect_option_table[] = {
     {"threads", 0, MD_COLLECT_OPT_THREADS, "N"},
     {"exact-gemm", 0, MD_COLLECT_OPT_EXACT_GEMM, NULL},
     {"bf16-gemm", 0, MD_COLLECT_OPT_BF16_GEMM, NULL},
+    {"gguf-f32", 0, MD_COLLECT_OPT_GGUF_F32, NULL},
     {"cuda-graphs", 0, MD_COLLECT_OPT_CUDA_GRAPHS, NULL},
     {"no-cuda-graphs", 0, MD_COLLECT_OPT_NO_CUDA_GRAPHS, NULL},
     {"layers", 0, MD_COLLECT_OPT_LAYERS, "A:B"},
@@ -84,6 +85,7 @@ int md_collect_option(const char *command, const md_opt *opt, const char *value,
       break;
     case MD_COLLECT_OPT_EXACT_GEMM: c->exact_gemm = true; break;
     case MD_COLLECT_OPT_BF16_GEMM: c->bf16_gemm = true; break;
+    case MD_COLLECT_OPT_GGUF_F32: c->gguf_f32 = true; break;
     case MD_COLLECT_OPT_CUDA_GRAPHS: c->no_cuda_graphs = false; break; /* the default */
     case MD_COLLECT_OPT_NO_CUDA_GRAPHS: c->no_cuda_graphs = true; break;
   }

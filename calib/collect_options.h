@@ -1,6 +1,6 @@
 /* The options of the collect stage that `collect` and `run` share (--device,
  * --threads, --layers, --heads, --page-size, --max-steps, --max-episodes,
- * --shard, --exact-gemm, --bf16-gemm, --no-cuda-graphs), with one parser so that both
+ * --shard, --exact-gemm, --bf16-gemm, --gguf-f32, --no-cuda-graphs), with one parser so that both
  * validate them alike. */
 #ifndef MD_CALIB_COLLECT_OPTIONS_H
 #define MD_CALIB_COLLECT_OPTIONS_H
@@ -19,6 +19,7 @@ enum {
   MD_COLLECT_OPT_SHARD,
   MD_COLLECT_OPT_EXACT_GEMM,
   MD_COLLECT_OPT_BF16_GEMM,
+  MD_COLLECT_OPT_GGUF_F32,
   MD_COLLECT_OPT_CUDA_GRAPHS,
   MD_COLLECT_OPT_NO_CUDA_GRAPHS,
 };

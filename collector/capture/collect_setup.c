@@ -90,8 +90,9 @@ static void on_model_warning(void *context, const char *message) {
 
 static md_status open_model(collect_run *run, md_error *err) {
   md_model_dir opened;
-  md_status s = md_model_dir_open(run->options->model_dir, "the collector", on_model_warning, run,
-                                  &opened, err);
+  md_qwen2_open_options open = {.gguf_f32 = run->options->gguf_f32};
+  md_status s = md_model_dir_open_with(run->options->model_dir, &open, "the collector",
+                                       on_model_warning, run, &opened, err);
   if (s != MD_OK) return s;
   run->model = opened.model;
   run->tokenizer = opened.tokenizer;

@@ -158,7 +158,8 @@ static md_status open_inputs(eval_state *st, md_error *err) {
     return md_fail(err, MD_E_INVALID, "%s: policy.page_size %d is not positive", o->config_path,
                    st->page_size);
   md_model_dir opened;
-  if ((s = md_model_dir_open(o->model_dir, "eval", on_model_warning, st, &opened, err)) != MD_OK)
+  md_qwen2_open_options open = {.gguf_f32 = o->gguf_f32};
+  if ((s = md_model_dir_open_with(o->model_dir, &open, "eval", on_model_warning, st, &opened, err)) != MD_OK)
     return s;
   st->model = opened.model;
   st->tokenizer = opened.tokenizer;

@@ -67,10 +67,16 @@ static md_status resolve(const char *path, char **resolved, md_error *err) {
 
 md_status md_model_dir_open(const char *dir, const char *user, md_model_dir_warning_fn warn,
                             void *context, md_model_dir *out, md_error *err) {
+  return md_model_dir_open_with(dir, NULL, user, warn, context, out, err);
+}
+
+md_status md_model_dir_open_with(const char *dir, const md_qwen2_open_options *options,
+                                 const char *user, md_model_dir_warning_fn warn, void *context,
+                                 md_model_dir *out, md_error *err) {
   memset(out, 0, sizeof *out);
   char *path = NULL;
   md_status s = resolve(dir, &path, err);
-  if (s == MD_OK) s = md_qwen2_model_open(path, &out->model, err);
+  if (s == MD_OK) s = md_qwen2_model_open_with(path, options, &out->model, err);
   if (s != MD_OK) {
     free(path);
     return s;

@@ -30,6 +30,12 @@ typedef void (*md_model_dir_warning_fn)(void *context, const char *message);
  * tokenizer.json), and those of md_qwen2_model_open and md_tokenizer_load. */
 md_status md_model_dir_open(const char *dir, const char *user, md_model_dir_warning_fn warn,
                             void *context, md_model_dir *out, md_error *err);
+
+/* md_model_dir_open with the checkpoint opened with `options` (how a GGUF
+ * file is expanded; NULL: the defaults). */
+md_status md_model_dir_open_with(const char *dir, const md_qwen2_open_options *options,
+                                 const char *user, md_model_dir_warning_fn warn, void *context,
+                                 md_model_dir *out, md_error *err);
 void md_model_dir_close(md_model_dir *dir);
 
 /* The model's identity, as run.json records it (config_sha256): the

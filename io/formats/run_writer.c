@@ -298,6 +298,8 @@ static md_status check_identity(json_t *root, const md_run_settings *s, const ch
   md_status st;
   if ((st = same_string(root, "model.config_sha256", s->model.config_sha256, path,
                         "a model whose config.json has sha256", new_dir, err)) ||
+      (st = same_string(root, "model.dtype", s->model.dtype, path,
+                        "the weight matrices held in", new_dir, err)) ||
       (st = same_string(root, "tokenizer.sha256", s->tokenizer_sha256, path,
                         "a tokenizer.json with sha256", new_dir, err)) ||
       (st = same_string(root, "traces.sha256", s->traces_sha256, path,
