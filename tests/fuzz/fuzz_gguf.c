@@ -12,8 +12,11 @@
  * the type's blocks, an offset that is a multiple of the alignment, data
  * inside the input, no two tensors overlapping; dequantization succeeds
  * exactly for the dequantizable types, and the bf16 output is the float32
- * output rounded. */
+ * output rounded. The tokenizer of the metadata (md_tokenizer_load_gguf)
+ * either loads or fails with MD_E_FORMAT or MD_E_UNSUPPORTED naming the
+ * file. */
 #include "fuzz_util.h"
+#include "collector/tokenizer/tokenizer.h"
 #include "io/formats/gguf.h"
 
 /* Dequantize tensors up to this many elements (inputs are small anyway). */
@@ -199,6 +202,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   status = md_gguf_get_u32(file, "no such key", &v, &err);
   FUZZ_CHECK(status == MD_E_FORMAT && strstr(err.message, path) != NULL);
   (void)sink;
+  md_tokenizer *tok = NULL;
+  err = (md_error){0};
+  status = md_tokenizer_load_gguf(file, &tok, &err);
+  if (status != MD_OK)
+    fuzz_check_failure(status, &err, FUZZ_ST(MD_E_FORMAT) | FUZZ_ST(MD_E_UNSUPPORTED), path);
+  FUZZ_CHECK((status == MD_OK) == (tok != NULL));
+  md_tokenizer_free(tok);
   md_gguf_close(file);
   return 0;
 }
