@@ -15,6 +15,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-600}
 build=${MD_FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${MD_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 fuzz_dir=tests/fuzz
 work=${MD_FUZZ_WORK:-$build/fuzz-work}
 
@@ -56,15 +57,20 @@ run_one() {
     "$exe" "$@" "$out/corpus" > "$out/log" 2>&1 || true
 }
 
-# Up to $jobs harnesses at a time.
-running=0
-for name in $harnesses; do
-  run_one "$name" &
-  running=$((running + 1))
-  if [ "$running" -ge "$jobs" ]; then
-    wait -n 2>/dev/null || wait
-    running=$((running - 1))
-  fi
+# $jobs harnesses at a time: $jobs lanes, each running every $jobs-th
+# harness one after another. (POSIX sh has no `wait -n` to refill a pool as
+# each harness ends; every harness runs for SECONDS, so the lanes end
+# together.)
+lane=0
+while [ "$lane" -lt "$jobs" ]; do
+  (
+    i=0
+    for name in $harnesses; do
+      if [ $((i % jobs)) -eq "$lane" ]; then run_one "$name"; fi
+      i=$((i + 1))
+    done
+  ) &
+  lane=$((lane + 1))
 done
 wait
 
