@@ -1,8 +1,8 @@
 #!/bin/sh
-# The fuzzing campaign (tests/fuzz/README.md): configures and builds the
-# fuzz build directory (clang, -Dfuzz=enabled, ASan + UBSan), runs every
-# harness for SECONDS (default 600) with a copy of its corpus and its
-# dictionary, as many at once as there are cores, and keeps what it finds
+# The fuzzing campaign (tests/fuzz/README.md): configures the fuzz build
+# directory (clang, -Dfuzz=enabled, ASan + UBSan) and builds its harnesses,
+# runs every harness for SECONDS (default 600) with a copy of its corpus and
+# its dictionary, as many at once as there are cores, and keeps what it finds
 # (crashes, timeouts, leaks, out-of-memory inputs) in
 # tests/fuzz/crashes/<harness>/. Prints per harness the executions, the
 # coverage (libFuzzer's final cov:) and the findings; exits 1 when anything
@@ -23,9 +23,12 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$build" --werror -Dcuda=disabled -Dfuzz=enabled \
     -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 fi
-meson compile -C "$build"
-
 harnesses=${MD_FUZZ_HARNESSES:-$(ls "$fuzz_dir/corpus")}
+# The harnesses only, not the whole tree.
+targets=
+for name in $harnesses; do targets="$targets tests/fuzz/fuzz_$name"; done
+# shellcheck disable=SC2086
+meson compile -C "$build" $targets
 rm -rf "$work"
 mkdir -p "$work"
 
