@@ -18,3 +18,9 @@ rm -rf "$work"
 "$build/calib/memdecay-calibrate" eval --model data/models/qwen2-tiny \
   --traces data/traces/agent-450.jsonl --config data/golden/qwen2-tiny-agent-450.json \
   -o data/golden/qwen2-tiny-agent-450.eval.json --reproducible -q
+# The golden eval results of the first 6 episodes, for the eval regression
+# of the sanitized builds (tests/regression/meson.build): the same eval with
+# --max-episodes 6.
+"$build/calib/memdecay-calibrate" eval --model data/models/qwen2-tiny \
+  --traces data/traces/agent-450.jsonl --config data/golden/qwen2-tiny-agent-450.json \
+  -o data/golden/qwen2-tiny-agent-450.first6.eval.json --reproducible -q --max-episodes 6

@@ -4,8 +4,10 @@
 # against the golden results, and the proof that the check is not blind.
 #
 #   eval_regression.sh PROGRAM MODEL TRACES CONFIG GOLDEN WORK PROBES RETENTION
+#                      [-- EVAL OPTIONS...]
 #
-# 1. eval with default options, then `check --probes PROBES --retention
+# 1. eval with default options (and the eval options given, the same as the
+#    golden results were made with), then `check --probes PROBES --retention
 #    RETENTION` against GOLDEN: must pass (another machine's arithmetic can
 #    flip a greedy answer or a tie between pages now and then: PROBES > 0).
 # 2. Real drift of the policy: the same eval with the pinning taken out of
@@ -16,6 +18,8 @@
 # 3. A golden cell moved by PROBES + 1 probes: check must say DRIFT.
 set -u
 program=$1 model=$2 traces=$3 config=$4 golden=$5 work=$6 probes=$7 retention=$8
+shift 8
+[ $# -gt 0 ] && [ "$1" = "--" ] && shift
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # OpenMP threads sleep while waiting: the test machines are small and shared.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -31,7 +35,7 @@ check() { # NEW GOLDEN WANT_EXIT LABEL
 
 start=$(date +%s)
 "$program" eval --model "$model" --traces "$traces" --config "$config" -o "$work/new.json" \
-  --reproducible || fail "eval failed"
+  --reproducible "$@" || fail "eval failed"
 echo "eval: $(( $(date +%s) - start )) s"
 check "$work/new.json" "$golden" 0 "the shipped checkpoint against the golden results"
 
@@ -39,7 +43,7 @@ check "$work/new.json" "$golden" 0 "the shipped checkpoint against the golden re
 sed 's/"pinned": true/"pinned": false/' "$config" >"$work/unpinned.json" || exit 99
 cmp -s "$config" "$work/unpinned.json" && fail "the golden config has no pinned region"
 "$program" eval --model "$model" --traces "$traces" --config "$work/unpinned.json" \
-  -o "$work/unpinned.eval.json" --reproducible -q --policies memdecay || fail "eval (unpinned) failed"
+  -o "$work/unpinned.eval.json" --reproducible -q "$@" --policies memdecay || fail "eval (unpinned) failed"
 check "$work/unpinned.eval.json" "$golden" 1 "system unpinned (real drift)"
 grep -q '^system .*memdecay@0.25 retention.*DRIFT' "$work/unpinned.eval.json.check" ||
   fail "unpinned: the system region's retention did not drift"
