@@ -10,12 +10,21 @@
 # shard (and --allow-partial with its warning), a repeated one through
 # `extract`, a resume as another shard, a shard of another plan.
 #
-#   shard_merge.sh PROGRAM MODEL TRACES WORK
+#   shard_merge.sh PROGRAM MODEL TRACES WORK [EPISODES]
+#
+# With EPISODES (more than 3), the traces are the first EPISODES episodes of
+# TRACES (one a line), written to WORK/traces.jsonl.
 set -u
-program=$1 model=$2 traces=$3 work=$4
+program=$1 model=$2 traces=$3 work=$4 first=${5:-}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 rm -rf "$work" && mkdir -p "$work" || exit 99
+if [ -n "$first" ]; then
+  head -n "$first" "$traces" >"$work/traces.jsonl" && traces=$work/traces.jsonl || exit 99
+fi
+total=$(grep -c . "$traces") || exit 99
+# Another plan of the same traces: a sixth fewer episodes (--max-episodes).
+fewer=$((total - total / 6))
 w=$work/calibration   # the work directory, the same path for every run
 
 # The sidecar without the lines that name run directories.
@@ -46,7 +55,7 @@ for n in 1 2 3 4; do
   episodes=$(awk '/^  "shard": \{/ { inside = 1 }
     inside && /^    "episodes": [0-9]/ { gsub(/[^0-9]/, ""); s += $0; inside = 0 }
     END { print s }' "$w"/shards/*/run.json)
-  [ "$episodes" = 24 ] || fail "$n shards hold $episodes episodes, not 24"
+  [ "$episodes" = "$total" ] || fail "$n shards hold $episodes episodes, not $total"
   echo "$n shards: memdecay.json, events.csv and the sidecar identical to the unsharded run's"
 done
 # extract puts shards in their order whatever the order given.
@@ -87,12 +96,12 @@ grep -q '"run: 1 shard of the collection is missing (shard 2/4)' "$work/partial.
 # A resume must be the same shard of the same plan: another --max-episodes
 # is another plan.
 "$program" run --model "$model" --traces "$traces" --workdir "$w" --shard 1/4 --resume \
-  --max-episodes 20 -q 2>"$work/resume.err"
+  --max-episodes "$fewer" -q 2>"$work/resume.err"
 [ $? -eq 2 ] && grep -q "this run was collected as shard 1/4 of the plan .*, this run is shard 1/4 of the plan" "$work/resume.err" ||
   fail "a resume with another plan was not refused: $(cat "$work/resume.err")"
 # A shard of another plan among them: its own collection, which lacks shards.
 "$program" run --model "$model" --traces "$traces" --workdir "$work/other" --shard 0/4 \
-  --max-episodes 20 -q || fail "the other plan's shard failed"
+  --max-episodes "$fewer" -q || fail "the other plan's shard failed"
 "$program" extract "$w/shards/0-of-4" "$w/shards/1-of-4" "$w/shards/3-of-4" "$work/other/shards/0-of-4" \
   -o "$work/mixed.csv" --allow-partial -q 2>"$work/mixed.err"
 [ $? -eq 2 ] && grep -q 'episode ".*" is in .* and in .*other/shards/0-of-4' "$work/mixed.err" ||
