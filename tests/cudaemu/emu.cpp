@@ -673,14 +673,23 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   const bool tf32 = computeType == CUBLAS_COMPUTE_32F_FAST_TF32;
   const float a = *static_cast<const float *>(alpha), b = *static_cast<const float *>(beta);
   float *c = static_cast<float *>(C);
+  // op(A) by rows and op(B) by columns, each element widened once: the
+  // products and their order are the plain loop's, without decoding every
+  // element again for every output.
+  std::vector<double> rows((size_t)m * k), cols((size_t)n * k);
+  for (int i = 0; i < m; i++)
+    for (int p = 0; p < k; p++)
+      rows[(size_t)i * k + p] = element(A, Atype, transa == CUBLAS_OP_N ? (size_t)i + (size_t)p * lda
+                                                                        : (size_t)p + (size_t)i * lda, tf32);
+  for (int j = 0; j < n; j++)
+    for (int p = 0; p < k; p++)
+      cols[(size_t)j * k + p] = element(B, Btype, transb == CUBLAS_OP_N ? (size_t)p + (size_t)j * ldb
+                                                                        : (size_t)j + (size_t)p * ldb, tf32);
   for (int j = 0; j < n; j++)
     for (int i = 0; i < m; i++) {
+      const double *x = rows.data() + (size_t)i * k, *y = cols.data() + (size_t)j * k;
       double sum = 0.0;
-      for (int p = 0; p < k; p++) {
-        size_t ia = transa == CUBLAS_OP_N ? (size_t)i + (size_t)p * lda : (size_t)p + (size_t)i * lda;
-        size_t ib = transb == CUBLAS_OP_N ? (size_t)p + (size_t)j * ldb : (size_t)j + (size_t)p * ldb;
-        sum += (double)element(A, Atype, ia, tf32) * element(B, Btype, ib, tf32);
-      }
+      for (int p = 0; p < k; p++) sum += x[p] * y[p];
       float *out = c + (size_t)i + (size_t)j * ldc;
       *out = (float)(a * sum + (b != 0.0f ? (double)b * *out : 0.0));
     }
