@@ -83,13 +83,14 @@ static md_status add_tokens(const md_gguf_file *file, json_t *vocab, json_t *add
                      path, (unsigned long long)id);
     if (type == TYPE_NORMAL) {
       const char *key = json_string_value(text);
-      bool repeated = json_object_get(vocab, key) != NULL;
-      int failed = repeated ? 0 : json_object_set_new(vocab, key, json_integer((json_int_t)id));
-      json_decref(text);
-      if (repeated)
-        return md_fail(err, MD_E_FORMAT, "%s: tokenizer.ggml.tokens[%llu] \"%.60s\" is also an "
-                       "earlier token", path, (unsigned long long)id, key);
-      if (failed) return nomem(path, err);
+      md_status s = MD_OK;
+      if (json_object_get(vocab, key))
+        s = md_fail(err, MD_E_FORMAT, "%s: tokenizer.ggml.tokens[%llu] \"%.60s\" is also an "
+                    "earlier token", path, (unsigned long long)id, key);
+      else if (json_object_set_new(vocab, key, json_integer((json_int_t)id)))
+        s = nomem(path, err);
+      json_decref(text); /* key is text's: used above, not below */
+      if (s != MD_OK) return s;
     } else if (type == TYPE_CONTROL || type == TYPE_USER_DEFINED) {
       json_t *entry = json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)id,
                                 "content", text, "single_word", 0, "lstrip", 0, "rstrip", 0,
