@@ -41,4 +41,7 @@ const md_model_family *md_model_family_for_gguf(const char *architecture);
  * (for messages). Returns buffer. */
 const char *md_model_family_hf_names(char *buffer, size_t size);
 
+/* Every supported GGUF general.architecture, the same way. */
+const char *md_model_family_gguf_names(char *buffer, size_t size);
+
 #endif

@@ -106,11 +106,8 @@ md_status md_qwen2_gguf_config(const md_gguf_file *file, bool f32, md_qwen2_conf
   if (s != MD_OK) return s;
   config->family = md_model_family_for_gguf(arch);
   if (!config->family) {
-    char supported[256] = "";
-    size_t used = 0;
-    for (size_t f = 0; md_model_families[f] && used < sizeof supported; f++)
-      used += (size_t)snprintf(supported + used, sizeof supported - used, "%s%s", f ? ", " : "",
-                               md_model_families[f]->gguf_architecture);
+    char supported[256];
+    md_model_family_gguf_names(supported, sizeof supported);
     return md_fail(err, MD_E_UNSUPPORTED, "%s: general.architecture \"%.60s\" is not supported "
                    "(supported: %s)", path, arch, supported);
   }
