@@ -15,11 +15,7 @@
 
 bool md_device_cuda_built(void) { return MD_HAVE_CUDA != 0; }
 
-int md_device_threads(int requested) {
-  int threads = requested > 0 ? requested : omp_get_num_procs();
-  int limit = omp_get_thread_limit();
-  return limit > 0 && threads > limit ? limit : threads;
-}
+int md_device_threads(int requested) { return md_cpu_threads(requested); }
 
 /* "cuda" -> 0, "cuda:N" -> N; -1 when the name is not a CUDA device. */
 static int cuda_ordinal(const char *name) {

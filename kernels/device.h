@@ -27,8 +27,9 @@ typedef struct md_device_options {
 bool md_device_cuda_built(void);
 
 /* The CPU threads a run asking for `requested` (0: all cores) computes
- * with: at most OpenMP's thread limit (OMP_THREAD_LIMIT). What run.json
- * records. */
+ * with: at most the CPUs this process may run on (its affinity mask, a
+ * cgroup CPU quota) and OpenMP's thread limit (OMP_THREAD_LIMIT). What
+ * run.json and the eval's results record. */
 int md_device_threads(int requested);
 
 /* The environment variable that chooses the CPU back end's kernel path:

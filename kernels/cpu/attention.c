@@ -327,6 +327,7 @@ static int decode(const attn_task *a, int threads) {
   float *scores = a->head_rows;
   float *partial = malloc((size_t)tasks * (size_t)group * (size_t)hd * sizeof(float));
   if (!partial) return 1;
+  threads = md_cpu_team(threads, (int64_t)s->n_heads * n_keys * hd, MD_GRAIN_ATTN_DECODE);
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp for schedule(dynamic, 2)

@@ -294,7 +294,7 @@ static void cpu_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const 
                       int64_t n) {
   cpu_kernels *c = cpu(k);
   int64_t dim = table->cols;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (n > 16)
+#pragma omp parallel for num_threads(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS)) schedule(static)
   for (int64_t i = 0; i < n; i++) {
     float *row = x->data + (size_t)(i * dim);
     size_t base = (size_t)tokens[i] * (size_t)dim;
@@ -323,7 +323,7 @@ static void cpu_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_
                         int64_t n, float eps) {
   cpu_kernels *c = cpu(k);
   int64_t dim = weight->cols;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (n > 16)
+#pragma omp parallel for num_threads(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS)) schedule(static)
   for (int64_t i = 0; i < n; i++)
     rmsnorm_row(out->data + (size_t)(i * dim), x->data + (size_t)(i * dim), weight->data, dim, eps);
 }
@@ -355,7 +355,8 @@ static void cpu_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_he
   }
   for (int i = 0; i < half; i++)
     inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
-#pragma omp parallel num_threads(c->threads) if (n > 8)
+  int team = md_cpu_team(c->threads, n * (n_heads + n_kv_heads) * head_dim, MD_GRAIN_FLOATS);
+#pragma omp parallel num_threads(team)
   {
     float cos_row[512], sin_row[512]; /* head_dim <= 1024, checked by the model */
 #pragma omp for schedule(static)
@@ -421,7 +422,7 @@ static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
 static void cpu_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
   cpu_kernels *c = cpu(k);
   size_t chunk = 1 << 14, chunks = (count + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (chunks > 1)
+#pragma omp parallel for num_threads(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS)) schedule(static)
   for (size_t i = 0; i < chunks; i++) {
     size_t begin = i * chunk, len = count - begin < chunk ? count - begin : chunk;
     md_cpu_silu_mul(c->isa, gate->data + begin, up->data + begin, len);
@@ -431,7 +432,7 @@ static void cpu_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t c
 static void cpu_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) {
   cpu_kernels *c = cpu(k);
   size_t chunk = 1 << 14, chunks = (count + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(c->threads) schedule(static) if (chunks > 1)
+#pragma omp parallel for num_threads(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS)) schedule(static)
   for (size_t i = 0; i < chunks; i++) {
     size_t end = (i + 1) * chunk < count ? (i + 1) * chunk : count;
     for (size_t j = i * chunk; j < end; j++) x->data[j] += y->data[j];
@@ -733,8 +734,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   if (gemm == MD_CPU_GEMM_OWN && isa == MD_CPU_ISA_PORTABLE)
     return md_fail(err, MD_E_DEVICE, "cpu kernels: our prompt GEMM (MEMDECAY_CPU_GEMM=own) runs "
                    "with the avx2 or avx512 kernels, not the portable ones");
-  threads = threads > 0 ? threads : omp_get_num_procs();
-  if (threads > omp_get_thread_limit()) threads = omp_get_thread_limit(); /* OMP_THREAD_LIMIT */
+  threads = md_cpu_threads(threads);
   cpu_kernels *c = calloc(1, sizeof *c);
   float *scratch = md_cpu_alloc(MD_GEMM_SCRATCH_FLOATS * sizeof(float));
   if (!c || !scratch) {

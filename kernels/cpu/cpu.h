@@ -65,6 +65,15 @@ typedef struct md_cpu_options {
   md_cpu_weights weights; /* 0 = copy */
 } md_cpu_options;
 
+/* The CPUs this process may run on: its affinity mask's (taskset, Slurm's
+ * cpusets), fewer under a cgroup v2 CPU quota (cpu.max, rounded up). */
+int md_cpu_available(void);
+
+/* The threads a run asking for `requested` (0 or less: all) computes with:
+ * at most md_cpu_available() and OpenMP's thread limit (OMP_THREAD_LIMIT);
+ * more threads than CPUs only take turns on them. */
+int md_cpu_threads(int requested);
+
 /* Creates a CPU back end. `options` may be NULL (all cores, best kernels).
  * Fails with MD_E_DEVICE when the kernels asked for need instructions this
  * CPU lacks (bf16_gemm: AVX-512 BF16 and the avx512 path; gemm OWN: the

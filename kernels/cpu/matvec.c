@@ -25,9 +25,6 @@
 #define MD_HAVE_X86 0
 #endif
 
-/* Matrices smaller than this many elements run on one thread: waking the
- * team costs more than the work. */
-#define MD_MATVEC_PARALLEL_MIN (1 << 15)
 #define MD_MATVEC_CHUNKS_PER_THREAD 8
 #define MD_MATVEC_CHUNK_MIN_BYTES (64u << 10)
 
@@ -230,10 +227,9 @@ static matvec_fn pick_matvec(md_cpu_isa isa, md_dtype dtype) {
 }
 
 /* The rows of each piece of work md_cpu_matvec deals out for a [rows,
- * cols] matrix on `threads` threads; `rows` (one piece) when it runs on
- * one thread. */
-static int64_t matvec_chunk(int threads, md_dtype dtype, int64_t rows, int64_t cols) {
-  int team = rows * cols >= MD_MATVEC_PARALLEL_MIN ? threads : 1;
+ * cols] matrix on a team of `team` threads; `rows` (one piece) when it
+ * runs on one thread. */
+static int64_t matvec_chunk(int team, md_dtype dtype, int64_t rows, int64_t cols) {
   if (team <= 1) return rows > 0 ? rows : 1;
   /* Chunks of rows handed out as threads come free, not one fixed slice per
    * thread: on a shared machine one core is often slowed for a while, and
@@ -263,6 +259,10 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
                           int64_t cols, const float *x) {
   matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
   int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1] = {0};
+  int64_t bytes = 0;
+  for (int i = 0; i < count; i++)
+    bytes += outs[i].rows * cols * (int64_t)md_dtype_size(outs[i].dtype);
+  threads = md_cpu_team(threads, bytes, MD_GRAIN_MATVEC_BYTES);
   for (int i = 0; i < count; i++) {
     kernels[i] = pick_matvec(isa, outs[i].dtype);
     chunk[i] = matvec_chunk(threads, outs[i].dtype, outs[i].rows, cols);
