@@ -139,6 +139,15 @@ typedef struct md_kernel_ops {
   md_status (*buf_read_start)(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
                               float *dst, int slot, md_error *err);
   md_status (*buf_read_finish)(md_kernels *k, int slot, md_error *err);
+  /* A view of floats [offset, offset + n) of buf: a buffer of n floats that
+   * every operation accepts, sharing buf's memory (writes to either are
+   * seen in both); buf_free releases the view and leaves buf alone. Valid
+   * while buf lives. A batched decode step hands one sequence's row to the
+   * operations that take one sequence (rope, kv_store, attention).
+   * Optional: NULL makes the forward pass run a batch's sequences one
+   * after another. */
+  md_status (*buf_view)(md_kernels *k, md_kbuf *buf, size_t offset, size_t n, md_kbuf **view,
+                        md_error *err);
   /* Prepares a 1-D (norm weight, bias) or 2-D ([out, in] matrix, embedding)
    * tensor. The tensor's memory must outlive the weight. */
   md_status (*weight_new)(md_kernels *k, const md_tensor *t, md_kweight **w, md_error *err);
@@ -179,6 +188,23 @@ typedef struct md_kernel_ops {
    * makes the forward pass call those two. */
   void (*matmul_swiglu)(md_kernels *k, md_kbuf *gate, md_kbuf *up, const md_kbuf *x,
                         const md_kweight *w_gate, const md_kweight *w_up, int64_t n);
+  /* n decode rows, one per sequence of a batched step: row r of each ys[i]
+   * holds, bit for bit, what matmul_shared writes for row r of x alone
+   * (n = 1), each W read once for all n rows (memory-bound products become
+   * n times cheaper per row). 1 <= count <= MD_KERNELS_MAX_SHARED. With it
+   * the forward pass also relies on embed, rmsnorm, swiglu and add giving
+   * every row (element) the bits it gets in a call of its own, and on
+   * swiglu after matmul_rows of {W_gate, W_up} giving matmul_swiglu's
+   * (n = 1) bits. Optional: NULL makes a batched step run each sequence's
+   * row through the one-row operations (buf_view). */
+  void (*matmul_rows)(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                      const md_kweight *const *ws, const md_kweight *const *biases, int count,
+                      int64_t n);
+  /* logits [n, vocab] = row r of what `logits` writes for row r of x, for
+   * r < n, bit for bit; the LM head read once for the n rows. Optional
+   * (with matmul_rows): NULL makes a batched step call logits row by row. */
+  void (*logits_rows)(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
+                      const md_kweight *norm, const md_kweight *lm_head, float eps);
   /* Rotary embedding, "rotate_half" (NeoX) layout, in place on the queries
    * q [n, n_heads * head_dim] and keys kk [n, n_kv_heads * head_dim] of the
    * positions pos0 .. pos0 + n - 1: element j pairs with j + head_dim / 2,

@@ -22,6 +22,27 @@ typedef struct layer_weights {
   md_kweight *down;             /* [hidden, intermediate] */
 } layer_weights;
 
+/* One sequence: its KV cache and where it stands. pos is the RoPE position
+ * of the next token (tokens appended so far), len the cache slots in use;
+ * slot s holds the token of original position slot_pos[s] (ascending).
+ * Until the first eviction len == pos and slot_pos[s] == s. */
+struct md_qwen2_seq {
+  md_kbuf **cache;              /* [n_layers] each [2][n_kv][capacity][hd] */
+  int64_t pos, len;
+  int64_t *slot_pos;            /* [capacity] */
+  int64_t *keep;                /* [capacity] eviction scratch: slots kept */
+  unsigned char *dropped;       /* [capacity] eviction scratch: slot marks */
+  bool have_logits;
+  md_qwen2_capture capture;     /* received NULL: no capture */
+};
+
+/* A row r of each activation buffer as a buffer of its own (kernels.h,
+ * buf_view): what a batched step hands to the operations that take one
+ * sequence's row. */
+typedef struct row_views {
+  md_kbuf *x, *xb, *q, *key, *value, *att, *gate, *up, *logits;
+} row_views;
+
 struct md_qwen2_forward {
   md_qwen2_config config;
   md_kernels *k;
@@ -30,7 +51,8 @@ struct md_qwen2_forward {
   layer_weights *layers;        /* [n_layers] */
   md_kweight *norm;             /* [hidden] */
   md_kweight *lm_head;          /* [vocab, hidden] */
-  /* run state; "batch" = max_batch rows */
+  /* run state; "batch" = max_batch rows (prompt tokens of one sequence, or
+   * one token of each sequence of a batched step) */
   md_kbuf *x;                   /* [batch, hidden] residual stream */
   md_kbuf *xb;                  /* [batch, hidden] normed input / block output */
   md_kbuf *q;                   /* [batch, n_heads*hd] queries */
@@ -38,19 +60,14 @@ struct md_qwen2_forward {
   md_kbuf *att;                 /* [batch, n_heads*hd] attention output */
   md_kbuf *gate, *up;           /* [batch, intermediate] */
   md_kbuf *logits;              /* [vocab] of the last token run */
-  md_kbuf **cache;              /* [n_layers] each [2][n_kv][capacity][hd] */
+  md_kbuf *batch_logits;        /* [rows_viewed, vocab] of a batched step, on demand */
+  row_views *views;             /* [rows_viewed], made on demand */
+  int64_t rows_viewed;
   int64_t capacity, max_batch;
-  /* The sequence: pos is the RoPE position of the next token (tokens
-   * appended so far), len the cache slots in use; slot s holds the token of
-   * original position slot_pos[s] (ascending). Until the first eviction
-   * len == pos and slot_pos[s] == s. */
-  int64_t pos, len;
-  int64_t *slot_pos;            /* [capacity] */
-  int64_t *keep;                /* [capacity] eviction scratch: slots kept */
-  unsigned char *dropped;       /* [capacity] eviction scratch: slot marks */
-  bool have_logits;
+  md_qwen2_seq own;             /* the sequence made with the forward state */
+  md_qwen2_seq *seq;            /* the one the single-sequence calls act on */
+  const md_qwen2_seq *logits_of; /* whose last token `logits` holds */
   md_attn_hook hook;            /* on_row NULL: nobody listens */
-  md_qwen2_capture capture;     /* received NULL: no capture */
 };
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -152,16 +169,33 @@ static md_status alloc_state(md_qwen2_forward *fw, md_error *err) {
       (s = k->ops->buf_new(k, batch * inter, &fw->up, err)) ||
       (s = k->ops->buf_new(k, (size_t)c->vocab_size, &fw->logits, err)))
     return s;
-  fw->cache = calloc((size_t)c->num_hidden_layers, sizeof *fw->cache);
-  fw->slot_pos = malloc((size_t)fw->capacity * sizeof *fw->slot_pos);
-  fw->keep = malloc((size_t)fw->capacity * sizeof *fw->keep);
-  fw->dropped = calloc((size_t)fw->capacity, 1);
-  if (!fw->cache || !fw->slot_pos || !fw->keep || !fw->dropped)
-    return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
-  for (int l = 0; l < c->num_hidden_layers; l++)
-    if ((s = k->ops->buf_new(k, 2 * kv_dim * (size_t)fw->capacity, &fw->cache[l], err)) != MD_OK)
-      return md_error_prefix(err, "KV cache of %lld positions", (long long)fw->capacity);
   return MD_OK;
+}
+
+/* A sequence's cache and bookkeeping (zeroed first by the caller). */
+static md_status seq_alloc(md_qwen2_forward *fw, md_qwen2_seq *q, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  size_t kv_dim = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
+  md_kernels *k = fw->k;
+  q->cache = calloc((size_t)c->num_hidden_layers, sizeof *q->cache);
+  q->slot_pos = malloc((size_t)fw->capacity * sizeof *q->slot_pos);
+  q->keep = malloc((size_t)fw->capacity * sizeof *q->keep);
+  q->dropped = calloc((size_t)fw->capacity, 1);
+  if (!q->cache || !q->slot_pos || !q->keep || !q->dropped)
+    return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  for (int l = 0; l < c->num_hidden_layers; l++) {
+    md_status s = k->ops->buf_new(k, 2 * kv_dim * (size_t)fw->capacity, &q->cache[l], err);
+    if (s != MD_OK) return md_error_prefix(err, "KV cache of %lld positions", (long long)fw->capacity);
+  }
+  return MD_OK;
+}
+
+static void seq_release(md_qwen2_forward *fw, md_qwen2_seq *q) {
+  for (int l = 0; q->cache && l < fw->config.num_hidden_layers; l++) fw->k->ops->buf_free(fw->k, q->cache[l]);
+  free(q->cache);
+  free(q->slot_pos);
+  free(q->keep);
+  free(q->dropped);
 }
 
 md_status md_qwen2_forward_new(const md_qwen2_config *config, const md_qwen2_weights *weights,
@@ -183,13 +217,17 @@ md_status md_qwen2_forward_new(const md_qwen2_config *config, const md_qwen2_wei
   fw->k = kernels;
   fw->capacity = capacity;
   fw->max_batch = max_batch < capacity ? max_batch : capacity;
-  if ((s = prepare_weights(fw, weights, err)) != MD_OK || (s = alloc_state(fw, err)) != MD_OK) {
+  fw->seq = &fw->own;
+  if ((s = prepare_weights(fw, weights, err)) != MD_OK || (s = alloc_state(fw, err)) != MD_OK ||
+      (s = seq_alloc(fw, &fw->own, err)) != MD_OK) {
     md_qwen2_forward_free(fw);
     return s;
   }
   *forward = fw;
   return MD_OK;
 }
+
+static void free_views(md_qwen2_forward *fw);
 
 static void free_layer(md_kernels *k, layer_weights *w) {
   md_kweight *all[] = {w->input_norm, w->q, w->q_bias, w->k, w->k_bias, w->v, w->v_bias,
@@ -205,13 +243,11 @@ void md_qwen2_forward_free(md_qwen2_forward *fw) {
   k->ops->weight_free(k, fw->embed);
   k->ops->weight_free(k, fw->norm);
   k->ops->weight_free(k, fw->lm_head);
-  md_kbuf *bufs[] = {fw->x, fw->xb, fw->q, fw->key, fw->value, fw->att, fw->gate, fw->up, fw->logits};
+  free_views(fw);
+  md_kbuf *bufs[] = {fw->x,   fw->xb,   fw->q,  fw->key,    fw->value,
+                     fw->att, fw->gate, fw->up, fw->logits, fw->batch_logits};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) k->ops->buf_free(k, bufs[i]);
-  for (int l = 0; fw->cache && l < fw->config.num_hidden_layers; l++) k->ops->buf_free(k, fw->cache[l]);
-  free(fw->cache);
-  free(fw->slot_pos);
-  free(fw->keep);
-  free(fw->dropped);
+  seq_release(fw, &fw->own);
   free(fw);
 }
 
@@ -246,14 +282,14 @@ static void attention_block(md_qwen2_forward *fw, int l, int64_t n) {
   const md_kweight *qkv_w[] = {w->q, w->k, w->v}, *qkv_bias[] = {w->q_bias, w->k_bias, w->v_bias};
   matmul_shared(k, qkv, fw->xb, qkv_w, qkv_bias, 3, n);
   op->rope(k, fw->q, fw->key, n, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
-           fw->pos, c->rope_theta);
-  op->kv_store(k, fw->cache[l], fw->key, fw->value, &shape, fw->len, n);
-  const md_qwen2_capture *cap = &fw->capture;
+           fw->seq->pos, c->rope_theta);
+  op->kv_store(k, fw->seq->cache[l], fw->key, fw->value, &shape, fw->seq->len, n);
+  const md_qwen2_capture *cap = &fw->seq->capture;
   bool captured = cap->received && l >= cap->layer_begin && l < cap->layer_end;
   md_attn_capture layer_capture = {
       .received = cap->received, .heads = cap->heads,
       .weight = captured ? 1.0f / (float)(cap->layer_end - cap->layer_begin) : 0.0f};
-  op->attention(k, fw->att, fw->q, fw->cache[l], &shape, fw->len, n,
+  op->attention(k, fw->att, fw->q, fw->seq->cache[l], &shape, fw->seq->len, n,
                 fw->hook.on_row ? &fw->hook : NULL, captured ? &layer_capture : NULL);
   op->matmul(k, fw->xb, fw->att, w->o, NULL, n);
   op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
@@ -284,16 +320,16 @@ static md_status check_tokens(const md_qwen2_forward *fw, const int32_t *tokens,
                               md_error *err) {
   const md_qwen2_config *c = &fw->config;
   if (n < 1) return md_fail(err, MD_E_INVALID, "qwen2 forward: empty token sequence");
-  if (fw->pos + n > c->max_position_embeddings)
+  if (fw->seq->pos + n > c->max_position_embeddings)
     return md_fail(err, MD_E_INVALID,
                    "qwen2 forward: %lld tokens after %lld reach position %lld, beyond the model's "
                    "max_position_embeddings (%d positions)",
-                   (long long)n, (long long)fw->pos, (long long)(fw->pos + n - 1),
+                   (long long)n, (long long)fw->seq->pos, (long long)(fw->seq->pos + n - 1),
                    c->max_position_embeddings);
-  if (fw->len + n > fw->capacity)
+  if (fw->seq->len + n > fw->capacity)
     return md_fail(err, MD_E_INVALID,
                    "qwen2 forward: %lld tokens after %lld exceed the KV cache's capacity of %lld",
-                   (long long)n, (long long)fw->len, (long long)fw->capacity);
+                   (long long)n, (long long)fw->seq->len, (long long)fw->capacity);
   for (int64_t i = 0; i < n; i++)
     if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
       return md_fail(err, MD_E_INVALID,
@@ -342,7 +378,7 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
   md_status s = check_tokens(fw, tokens, n, err);
   if (s != MD_OK) return s;
   size_t vocab = (size_t)fw->config.vocab_size;
-  fw->have_logits = false;
+  fw->seq->have_logits = false;
   /* Chunks of equal size: a short last chunk runs its matrix products at a
    * lower rate (the Qwen2.5-0.5B prefill of 1,700 tokens as 1,024 + 676 ran
    * 7% slower than as one chunk). */
@@ -353,17 +389,18 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
      * steps (kernels.h, step_begin): its token position (rope) and its
      * slot (kv_store, attention), which differ once eviction has run. */
     bool step = n == 1 && !all_logits && fw->k->ops->step_begin && fw->k->ops->step_end;
-    if (step) fw->k->ops->step_begin(fw->k, fw->pos, fw->len);
+    if (step) fw->k->ops->step_begin(fw->k, fw->seq->pos, fw->seq->len);
     forward_chunk(fw, tokens + done, chunk);
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
                      want_last && done + chunk == n, step, err);
     if (s != MD_OK) return s;
-    for (int64_t i = 0; i < chunk; i++) fw->slot_pos[fw->len + i] = fw->pos + i;
-    fw->pos += chunk;
-    fw->len += chunk;
+    for (int64_t i = 0; i < chunk; i++) fw->seq->slot_pos[fw->seq->len + i] = fw->seq->pos + i;
+    fw->seq->pos += chunk;
+    fw->seq->len += chunk;
     done += chunk;
   }
-  fw->have_logits = want_last || all_logits;
+  fw->seq->have_logits = want_last || all_logits;
+  if (fw->seq->have_logits) fw->logits_of = fw->seq;
   return MD_OK;
 }
 
@@ -380,32 +417,37 @@ md_status md_qwen2_decode(md_qwen2_forward *fw, int32_t token, md_error *err) {
   return md_qwen2_prefill(fw, &token, 1, NULL, err);
 }
 
+/* Whether `logits` holds the selected sequence's last token's logits. */
+static bool have_logits(const md_qwen2_forward *fw) {
+  return fw->seq->have_logits && fw->logits_of == fw->seq;
+}
+
 md_status md_qwen2_logits(md_qwen2_forward *fw, float *logits, md_error *err) {
-  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
+  if (!have_logits(fw)) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
   return fw->k->ops->buf_read(fw->k, fw->logits, 0, (size_t)fw->config.vocab_size, logits, err);
 }
 
 md_status md_qwen2_greedy(md_qwen2_forward *fw, int32_t *token, md_error *err) {
-  if (!fw->have_logits) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
+  if (!have_logits(fw)) return md_fail(err, MD_E_INVALID, "qwen2 forward: no logits: no token has been run yet, or the last ones were fed without logits");
   int64_t index = 0;
   md_status s = fw->k->ops->argmax(fw->k, fw->logits, (size_t)fw->config.vocab_size, &index, err);
   if (s == MD_OK) *token = (int32_t)index;
   return s;
 }
 
-int64_t md_qwen2_position(const md_qwen2_forward *fw) { return fw->pos; }
+int64_t md_qwen2_position(const md_qwen2_forward *fw) { return fw->seq->pos; }
 int64_t md_qwen2_capacity(const md_qwen2_forward *fw) { return fw->capacity; }
 
 void md_qwen2_reset(md_qwen2_forward *fw) {
-  fw->pos = 0;
-  fw->len = 0;
-  fw->have_logits = false;
+  fw->seq->pos = 0;
+  fw->seq->len = 0;
+  fw->seq->have_logits = false;
 }
 
 md_status md_qwen2_set_capture(md_qwen2_forward *fw, const md_qwen2_capture *capture,
                                md_error *err) {
   if (!capture || !capture->received) {
-    memset(&fw->capture, 0, sizeof fw->capture);
+    memset(&fw->seq->capture, 0, sizeof fw->seq->capture);
     return MD_OK;
   }
   int layers = fw->config.num_hidden_layers;
@@ -416,7 +458,7 @@ md_status md_qwen2_set_capture(md_qwen2_forward *fw, const md_qwen2_capture *cap
                    capture->layer_begin, capture->layer_end, layers, layers);
   if (capture->heads != MD_CAPTURE_HEADS_MEAN && capture->heads != MD_CAPTURE_HEADS_MAX)
     return md_fail(err, MD_E_INVALID, "unknown head aggregation %d", (int)capture->heads);
-  fw->capture = *capture;
+  fw->seq->capture = *capture;
   return MD_OK;
 }
 
@@ -427,19 +469,19 @@ void md_qwen2_set_attn_hook(md_qwen2_forward *fw, const md_attn_hook *hook) {
 
 /* ---- eviction and rollback -------------------------------------------------------- */
 
-int64_t md_qwen2_cached(const md_qwen2_forward *fw) { return fw->len; }
+int64_t md_qwen2_cached(const md_qwen2_forward *fw) { return fw->seq->len; }
 
-const int64_t *md_qwen2_slot_positions(const md_qwen2_forward *fw) { return fw->slot_pos; }
+const int64_t *md_qwen2_slot_positions(const md_qwen2_forward *fw) { return fw->seq->slot_pos; }
 
 /* The slot holding original position `position`, or -1 (slot_pos ascends). */
 static int64_t slot_of(const md_qwen2_forward *fw, int64_t position) {
-  int64_t lo = 0, hi = fw->len;
+  int64_t lo = 0, hi = fw->seq->len;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (fw->slot_pos[mid] < position) lo = mid + 1;
+    if (fw->seq->slot_pos[mid] < position) lo = mid + 1;
     else hi = mid;
   }
-  return lo < fw->len && fw->slot_pos[lo] == position ? lo : -1;
+  return lo < fw->seq->len && fw->seq->slot_pos[lo] == position ? lo : -1;
 }
 
 /* Without the back end's kv_compact: the whole cache of each layer through
@@ -453,13 +495,13 @@ static md_status compact_through_host(md_qwen2_forward *fw, int64_t n_keep, md_e
   if (!host) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory for the KV cache's copy");
   md_status s = MD_OK;
   for (int l = 0; l < c->num_hidden_layers && s == MD_OK; l++) {
-    s = k->ops->buf_read(k, fw->cache[l], 0, floats, host, err);
+    s = k->ops->buf_read(k, fw->seq->cache[l], 0, floats, host, err);
     for (size_t p = 0; s == MD_OK && p < planes; p++)
       for (int64_t j = 0; j < n_keep; j++)
-        if (fw->keep[j] != j)
-          memcpy(host + (p * cap + (size_t)j) * hd, host + (p * cap + (size_t)fw->keep[j]) * hd,
+        if (fw->seq->keep[j] != j)
+          memcpy(host + (p * cap + (size_t)j) * hd, host + (p * cap + (size_t)fw->seq->keep[j]) * hd,
                  hd * sizeof *host);
-    if (s == MD_OK) s = k->ops->buf_write(k, fw->cache[l], 0, floats, host, err);
+    if (s == MD_OK) s = k->ops->buf_write(k, fw->seq->cache[l], 0, floats, host, err);
   }
   free(host);
   return s;
@@ -479,25 +521,25 @@ md_status md_qwen2_evict(md_qwen2_forward *fw, const int64_t *positions, int64_t
       s = md_fail(err, MD_E_INVALID,
                   "qwen2 forward: evict: position %lld is not in the cache (%lld tokens run, "
                   "%lld cached)",
-                  (long long)positions[i], (long long)fw->pos, (long long)fw->len);
+                  (long long)positions[i], (long long)fw->seq->pos, (long long)fw->seq->len);
       break;
     }
-    if (fw->dropped[slot]) {
+    if (fw->seq->dropped[slot]) {
       s = md_fail(err, MD_E_INVALID, "qwen2 forward: evict: position %lld is listed twice",
                   (long long)positions[i]);
       break;
     }
-    fw->dropped[slot] = 1;
+    fw->seq->dropped[slot] = 1;
   }
   if (s != MD_OK) {
-    for (int64_t j = 0; j < i; j++) fw->dropped[slot_of(fw, positions[j])] = 0;
+    for (int64_t j = 0; j < i; j++) fw->seq->dropped[slot_of(fw, positions[j])] = 0;
     return s;
   }
   if (n == 0) return MD_OK;
   int64_t n_keep = 0;
-  for (int64_t slot = 0; slot < fw->len; slot++) {
-    if (!fw->dropped[slot]) fw->keep[n_keep++] = slot;
-    fw->dropped[slot] = 0;
+  for (int64_t slot = 0; slot < fw->seq->len; slot++) {
+    if (!fw->seq->dropped[slot]) fw->seq->keep[n_keep++] = slot;
+    fw->seq->dropped[slot] = 0;
   }
   md_kernels *k = fw->k;
   const md_qwen2_config *c = &fw->config;
@@ -506,7 +548,7 @@ md_status md_qwen2_evict(md_qwen2_forward *fw, const int64_t *positions, int64_t
                            .head_dim = c->head_dim, .capacity = fw->capacity};
     for (int l = 0; l < c->num_hidden_layers; l++) {
       shape.layer = l;
-      k->ops->kv_compact(k, fw->cache[l], &shape, fw->keep, n_keep);
+      k->ops->kv_compact(k, fw->seq->cache[l], &shape, fw->seq->keep, n_keep);
     }
     s = k->ops->sync(k, err);
   } else {
@@ -514,33 +556,316 @@ md_status md_qwen2_evict(md_qwen2_forward *fw, const int64_t *positions, int64_t
   }
   /* The bookkeeping follows the cache even on a device failure (the cache
    * is then unreliable anyway; the caller sees the error). */
-  for (int64_t j = 0; j < n_keep; j++) fw->slot_pos[j] = fw->slot_pos[fw->keep[j]];
-  fw->len = n_keep;
+  for (int64_t j = 0; j < n_keep; j++) fw->seq->slot_pos[j] = fw->seq->slot_pos[fw->seq->keep[j]];
+  fw->seq->len = n_keep;
   return s;
 }
 
 md_qwen2_mark md_qwen2_mark_get(const md_qwen2_forward *fw) {
-  return (md_qwen2_mark){.pos = fw->pos, .cached = fw->len};
+  return (md_qwen2_mark){.pos = fw->seq->pos, .cached = fw->seq->len};
 }
 
 md_status md_qwen2_rollback(md_qwen2_forward *fw, const md_qwen2_mark *mark, md_error *err) {
   int64_t c = mark->cached;
-  if (mark->pos < 0 || mark->pos > fw->pos || c < 0 || c > mark->pos)
+  if (mark->pos < 0 || mark->pos > fw->seq->pos || c < 0 || c > mark->pos)
     return md_fail(err, MD_E_INVALID,
                    "qwen2 forward: rollback to position %lld with %lld cached: not a mark of this "
                    "sequence (%lld tokens run)",
-                   (long long)mark->pos, (long long)c, (long long)fw->pos);
+                   (long long)mark->pos, (long long)c, (long long)fw->seq->pos);
   /* The slots below the mark are intact exactly when slot c - 1 still holds
    * a token from before the mark: slots only ever lose tokens (the rest move
    * down in order), and tokens appended since have positions >= mark->pos. */
-  if (fw->len < c || (c > 0 && fw->slot_pos[c - 1] >= mark->pos))
+  if (fw->seq->len < c || (c > 0 && fw->seq->slot_pos[c - 1] >= mark->pos))
     return md_fail(err, MD_E_INVALID,
                    "qwen2 forward: rollback to position %lld: an eviction since the mark removed "
                    "tokens it had cached",
                    (long long)mark->pos);
-  if (fw->pos == mark->pos) return MD_OK; /* nothing run since the mark */
-  fw->pos = mark->pos;
-  fw->len = c;
-  fw->have_logits = false; /* the last token run is gone */
+  if (fw->seq->pos == mark->pos) return MD_OK; /* nothing run since the mark */
+  fw->seq->pos = mark->pos;
+  fw->seq->len = c;
+  fw->seq->have_logits = false; /* the last token run is gone */
   return MD_OK;
+}
+
+/* ---- sequences and batched steps --------------------------------------------------- */
+
+md_status md_qwen2_seq_new(md_qwen2_forward *fw, md_qwen2_seq **out, md_error *err) {
+  *out = NULL;
+  md_qwen2_seq *q = calloc(1, sizeof *q);
+  if (!q) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  md_status s = seq_alloc(fw, q, err);
+  if (s != MD_OK) {
+    seq_release(fw, q);
+    free(q);
+    return s;
+  }
+  *out = q;
+  return MD_OK;
+}
+
+void md_qwen2_seq_free(md_qwen2_forward *fw, md_qwen2_seq *q) {
+  if (!q || q == &fw->own) return;
+  if (fw->seq == q) fw->seq = &fw->own;
+  seq_release(fw, q);
+  free(q);
+}
+
+md_qwen2_seq *md_qwen2_seq_own(md_qwen2_forward *fw) { return &fw->own; }
+
+void md_qwen2_select(md_qwen2_forward *fw, md_qwen2_seq *q) { fw->seq = q ? q : &fw->own; }
+
+md_qwen2_seq *md_qwen2_selected(md_qwen2_forward *fw) { return fw->seq; }
+
+md_status md_qwen2_seq_copy(md_qwen2_forward *fw, md_qwen2_seq *dst, const md_qwen2_seq *src,
+                            md_error *err) {
+  if (dst == src) return MD_OK;
+  const md_qwen2_config *c = &fw->config;
+  md_kernels *k = fw->k;
+  size_t hd = (size_t)c->head_dim, cap = (size_t)fw->capacity;
+  size_t planes = 2 * (size_t)c->num_key_value_heads, used = (size_t)src->len * hd;
+  md_status s = MD_OK;
+  if (used > 0) {
+    /* Each plane's used slots, through host memory: a copy per fork of an
+     * eviction run, small against the steps it runs afterwards. */
+    float *host = malloc(used * sizeof *host);
+    if (!host) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory for a cache copy");
+    for (int l = 0; l < c->num_hidden_layers && s == MD_OK; l++)
+      for (size_t p = 0; p < planes && s == MD_OK; p++) {
+        s = k->ops->buf_read(k, src->cache[l], p * cap * hd, used, host, err);
+        if (s == MD_OK) s = k->ops->buf_write(k, dst->cache[l], p * cap * hd, used, host, err);
+      }
+    free(host);
+  }
+  if (s != MD_OK) return s;
+  memcpy(dst->slot_pos, src->slot_pos, (size_t)src->len * sizeof *dst->slot_pos);
+  dst->pos = src->pos;
+  dst->len = src->len;
+  dst->have_logits = false; /* the logits buffer belongs to the last sequence run */
+  return MD_OK;
+}
+
+static void free_views(md_qwen2_forward *fw) {
+  md_kernels *k = fw->k;
+  for (int64_t r = 0; r < fw->rows_viewed; r++) {
+    row_views *v = &fw->views[r];
+    md_kbuf *all[] = {v->x, v->xb, v->q, v->key, v->value, v->att, v->gate, v->up, v->logits};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+      if (all[i]) k->ops->buf_free(k, all[i]);
+  }
+  free(fw->views);
+  fw->views = NULL;
+  fw->rows_viewed = 0;
+}
+
+/* Views of rows 0 .. n-1 of every activation buffer and a logits buffer
+ * of n rows, made once for the widest batch seen. */
+static md_status ensure_views(md_qwen2_forward *fw, int64_t n, md_error *err) {
+  if (n <= fw->rows_viewed) return MD_OK;
+  const md_qwen2_config *c = &fw->config;
+  md_kernels *k = fw->k;
+  free_views(fw);
+  if (fw->batch_logits) k->ops->buf_free(k, fw->batch_logits);
+  fw->batch_logits = NULL;
+  size_t hidden = (size_t)c->hidden_size, vocab = (size_t)c->vocab_size;
+  size_t q_dim = (size_t)c->num_attention_heads * (size_t)c->head_dim;
+  size_t kv_dim = (size_t)c->num_key_value_heads * (size_t)c->head_dim;
+  size_t inter = (size_t)c->intermediate_size;
+  md_status s = k->ops->buf_new(k, (size_t)n * vocab, &fw->batch_logits, err);
+  if (s != MD_OK) return md_error_prefix(err, "logits of a batch of %lld sequences", (long long)n);
+  fw->views = calloc((size_t)n, sizeof *fw->views);
+  if (!fw->views) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  fw->rows_viewed = n;
+  for (int64_t r = 0; r < n && s == MD_OK; r++) {
+    row_views *v = &fw->views[r];
+    size_t at = (size_t)r;
+    if ((s = k->ops->buf_view(k, fw->x, at * hidden, hidden, &v->x, err)) ||
+        (s = k->ops->buf_view(k, fw->xb, at * hidden, hidden, &v->xb, err)) ||
+        (s = k->ops->buf_view(k, fw->q, at * q_dim, q_dim, &v->q, err)) ||
+        (s = k->ops->buf_view(k, fw->key, at * kv_dim, kv_dim, &v->key, err)) ||
+        (s = k->ops->buf_view(k, fw->value, at * kv_dim, kv_dim, &v->value, err)) ||
+        (s = k->ops->buf_view(k, fw->att, at * q_dim, q_dim, &v->att, err)) ||
+        (s = k->ops->buf_view(k, fw->gate, at * inter, inter, &v->gate, err)) ||
+        (s = k->ops->buf_view(k, fw->up, at * inter, inter, &v->up, err)) ||
+        (s = k->ops->buf_view(k, fw->batch_logits, at * vocab, vocab, &v->logits, err)))
+      break;
+  }
+  if (s != MD_OK) free_views(fw);
+  return s;
+}
+
+static md_status check_step(const md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
+                            const int32_t *tokens, int64_t n, md_error *err) {
+  const md_qwen2_config *c = &fw->config;
+  if (n < 1 || n > fw->max_batch)
+    return md_fail(err, MD_E_INVALID,
+                   "qwen2 forward: a batched step of %lld sequences (1 to %lld: the forward "
+                   "state's max_batch)", (long long)n, (long long)fw->max_batch);
+  if (fw->hook.on_row)
+    return md_fail(err, MD_E_INVALID, "qwen2 forward: a batched step with an attention hook "
+                   "installed (the hook cannot tell the sequences apart)");
+  for (int64_t b = 0; b < n; b++) {
+    const md_qwen2_seq *q = seqs[b];
+    if (!q) return md_fail(err, MD_E_INVALID, "qwen2 forward: batched step: sequence %lld is NULL", (long long)b);
+    for (int64_t a = 0; a < b; a++)
+      if (seqs[a] == q)
+        return md_fail(err, MD_E_INVALID, "qwen2 forward: batched step: sequence %lld is also "
+                       "sequence %lld", (long long)b, (long long)a);
+    if (q->pos + 1 > c->max_position_embeddings)
+      return md_fail(err, MD_E_INVALID, "qwen2 forward: batched step: sequence %lld is at position "
+                     "%lld, the model's max_position_embeddings", (long long)b, (long long)q->pos);
+    if (q->len + 1 > fw->capacity)
+      return md_fail(err, MD_E_INVALID, "qwen2 forward: batched step: sequence %lld fills the KV "
+                     "cache's %lld slots", (long long)b, (long long)fw->capacity);
+    if (tokens[b] < 0 || tokens[b] >= c->vocab_size)
+      return md_fail(err, MD_E_INVALID, "qwen2 forward: batched step: token %d of sequence %lld "
+                     "is outside the vocabulary [0, %d)", (int)tokens[b], (long long)b, c->vocab_size);
+  }
+  return MD_OK;
+}
+
+/* The capture of sequence q for layer l, or NULL. */
+static const md_attn_capture *layer_capture(const md_qwen2_seq *q, int l, md_attn_capture *out) {
+  const md_qwen2_capture *cap = &q->capture;
+  if (!cap->received || l < cap->layer_begin || l >= cap->layer_end) return NULL;
+  *out = (md_attn_capture){.received = cap->received, .heads = cap->heads,
+                           .weight = 1.0f / (float)(cap->layer_end - cap->layer_begin)};
+  return out;
+}
+
+/* Sequence b's rope, cache store and attention on row b of q, key, value
+ * and att, at its own position and slot, with its own capture. */
+static void step_attention(md_qwen2_forward *fw, int l, md_qwen2_seq *const *seqs, int64_t n) {
+  const md_qwen2_config *c = &fw->config;
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  md_attn_shape shape = {.layer = l, .n_heads = c->num_attention_heads,
+                         .n_kv_heads = c->num_key_value_heads, .head_dim = c->head_dim,
+                         .capacity = fw->capacity};
+  for (int64_t b = 0; b < n; b++) {
+    md_qwen2_seq *q = seqs[b];
+    row_views *v = &fw->views[b];
+    op->rope(k, v->q, v->key, 1, c->num_attention_heads, c->num_key_value_heads, c->head_dim,
+             q->pos, c->rope_theta);
+    op->kv_store(k, q->cache[l], v->key, v->value, &shape, q->len, 1);
+    md_attn_capture capture;
+    op->attention(k, v->att, v->q, q->cache[l], &shape, q->len, 1, NULL,
+                  layer_capture(q, l, &capture));
+  }
+}
+
+/* One layer of a batched step with the back end's matmul_rows: every
+ * weight read once for the n rows. */
+static void step_layer_rows(md_qwen2_forward *fw, int l, md_qwen2_seq *const *seqs, int64_t n) {
+  const md_qwen2_config *c = &fw->config;
+  const layer_weights *w = &fw->layers[l];
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  float eps = (float)c->rms_norm_eps;
+  op->rmsnorm(k, fw->xb, fw->x, w->input_norm, n, eps);
+  md_kbuf *qkv[] = {fw->q, fw->key, fw->value};
+  const md_kweight *qkv_w[] = {w->q, w->k, w->v}, *qkv_bias[] = {w->q_bias, w->k_bias, w->v_bias};
+  op->matmul_rows(k, qkv, fw->xb, qkv_w, qkv_bias, 3, n);
+  step_attention(fw, l, seqs, n);
+  md_kbuf *o[] = {fw->xb};
+  const md_kweight *o_w[] = {w->o};
+  op->matmul_rows(k, o, fw->att, o_w, NULL, 1, n);
+  op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
+  op->rmsnorm(k, fw->xb, fw->x, w->post_norm, n, eps);
+  md_kbuf *gate_up[] = {fw->gate, fw->up};
+  const md_kweight *gate_up_w[] = {w->gate, w->up};
+  op->matmul_rows(k, gate_up, fw->xb, gate_up_w, NULL, 2, n);
+  op->swiglu(k, fw->gate, fw->up, (size_t)n * (size_t)c->intermediate_size);
+  md_kbuf *down[] = {fw->xb};
+  const md_kweight *down_w[] = {w->down};
+  op->matmul_rows(k, down, fw->gate, down_w, NULL, 1, n);
+  op->add(k, fw->x, fw->xb, (size_t)n * (size_t)c->hidden_size);
+}
+
+/* One layer of a batched step without matmul_rows: each row through the
+ * one-row operations of attention_block and mlp_block, so each sequence
+ * gets the bits of a step of its own. */
+static void step_layer_each(md_qwen2_forward *fw, int l, md_qwen2_seq *const *seqs, int64_t n) {
+  const md_qwen2_config *c = &fw->config;
+  const layer_weights *w = &fw->layers[l];
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  float eps = (float)c->rms_norm_eps;
+  for (int64_t b = 0; b < n; b++) {
+    row_views *v = &fw->views[b];
+    op->rmsnorm(k, v->xb, v->x, w->input_norm, 1, eps);
+    md_kbuf *qkv[] = {v->q, v->key, v->value};
+    const md_kweight *qkv_w[] = {w->q, w->k, w->v}, *qkv_bias[] = {w->q_bias, w->k_bias, w->v_bias};
+    matmul_shared(k, qkv, v->xb, qkv_w, qkv_bias, 3, 1);
+  }
+  step_attention(fw, l, seqs, n);
+  for (int64_t b = 0; b < n; b++) {
+    row_views *v = &fw->views[b];
+    op->matmul(k, v->xb, v->att, w->o, NULL, 1);
+    op->add(k, v->x, v->xb, (size_t)c->hidden_size);
+    op->rmsnorm(k, v->xb, v->x, w->post_norm, 1, eps);
+    if (op->matmul_swiglu) {
+      op->matmul_swiglu(k, v->gate, v->up, v->xb, w->gate, w->up, 1);
+    } else {
+      md_kbuf *gate_up[] = {v->gate, v->up};
+      const md_kweight *gate_up_w[] = {w->gate, w->up};
+      matmul_shared(k, gate_up, v->xb, gate_up_w, NULL, 2, 1);
+      op->swiglu(k, v->gate, v->up, (size_t)c->intermediate_size);
+    }
+    op->matmul(k, v->xb, v->gate, w->down, NULL, 1);
+    op->add(k, v->x, v->xb, (size_t)c->hidden_size);
+  }
+}
+
+/* Without buf_view: each sequence's token as a step of its own. */
+static md_status step_one_by_one(md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
+                                 const int32_t *tokens, int64_t n, int32_t *greedy,
+                                 md_error *err) {
+  md_qwen2_seq *selected = fw->seq;
+  md_status s = MD_OK;
+  for (int64_t b = 0; b < n && s == MD_OK; b++) {
+    fw->seq = seqs[b];
+    s = run_tokens(fw, tokens + b, 1, NULL, greedy != NULL, err);
+    if (s == MD_OK && greedy) s = md_qwen2_greedy(fw, greedy + b, err);
+    fw->seq->have_logits = false; /* as after a batched step */
+  }
+  fw->seq = selected;
+  return s;
+}
+
+md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const int32_t *tokens,
+                        int64_t n, int32_t *greedy, md_error *err) {
+  md_status s = check_step(fw, seqs, tokens, n, err);
+  if (s != MD_OK) return s;
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  if (!op->buf_view) return step_one_by_one(fw, seqs, tokens, n, greedy, err);
+  if ((s = ensure_views(fw, n, err)) != MD_OK) return s;
+  op->embed(k, fw->x, fw->embed, tokens, n);
+  for (int l = 0; l < fw->config.num_hidden_layers; l++) {
+    if (op->matmul_rows) step_layer_rows(fw, l, seqs, n);
+    else step_layer_each(fw, l, seqs, n);
+  }
+  float eps = (float)fw->config.rms_norm_eps;
+  if (greedy) {
+    if (op->matmul_rows && op->logits_rows)
+      op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head, eps);
+    else
+      for (int64_t b = 0; b < n; b++)
+        op->logits(k, fw->views[b].logits, fw->x, b, fw->norm, fw->lm_head, eps);
+  }
+  for (int64_t b = 0; b < n; b++) {
+    md_qwen2_seq *q = seqs[b];
+    q->slot_pos[q->len] = q->pos;
+    q->pos++;
+    q->len++;
+    q->have_logits = false;
+  }
+  if (!greedy) return op->sync(k, err);
+  size_t vocab = (size_t)fw->config.vocab_size;
+  for (int64_t b = 0; b < n && s == MD_OK; b++) {
+    int64_t index = 0;
+    s = op->argmax(k, fw->views[b].logits, vocab, &index, err);
+    greedy[b] = (int32_t)index;
+  }
+  return s;
 }

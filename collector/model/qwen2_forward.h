@@ -176,4 +176,53 @@ md_status md_qwen2_set_capture(md_qwen2_forward *forward, const md_qwen2_capture
 /* Capacity of the KV cache in slots (what a capture buffer must hold). */
 int64_t md_qwen2_capacity(const md_qwen2_forward *forward);
 
+/* ---- several sequences -------------------------------------------------------
+ * A forward state is made with one sequence (a KV cache and where it
+ * stands), on which every call above acts. md_qwen2_seq_new makes more,
+ * each with a cache of the same capacity (memory as for the first, see
+ * the top of this file), and md_qwen2_select chooses the one the calls
+ * above act on: prefill, feed, decode, logits, greedy, position, cached,
+ * slot_positions, evict, mark, rollback, reset and set_capture (each
+ * sequence has its own capture setting). md_qwen2_step runs one token of
+ * each of several sequences as one step: each weight is read once for all
+ * of them (the back end's matmul_rows), attention runs per sequence on its
+ * own cache, and each sequence's cache, capture and next token are, bit
+ * for bit, what a md_qwen2_decode (or md_qwen2_feed) of that sequence alone
+ * gives. Sequences may sit at different positions and hold different
+ * slots (evictions apply per sequence); a step may take any subset of
+ * them, so a batch shrinks as sequences finish. The logits buffer is
+ * shared: md_qwen2_logits and md_qwen2_greedy answer only for the
+ * sequence whose tokens were run last with logits. */
+typedef struct md_qwen2_seq md_qwen2_seq;
+
+/* A new, empty sequence of this forward state; free it with
+ * md_qwen2_seq_free before the forward state. */
+md_status md_qwen2_seq_new(md_qwen2_forward *forward, md_qwen2_seq **seq, md_error *err);
+/* Releases a sequence made by md_qwen2_seq_new (the forward state's own is
+ * left alone); if it was selected, the forward state's own is selected. */
+void md_qwen2_seq_free(md_qwen2_forward *forward, md_qwen2_seq *seq);
+/* The sequence the forward state was made with. */
+md_qwen2_seq *md_qwen2_seq_own(md_qwen2_forward *forward);
+/* Makes the single-sequence calls act on seq (NULL: the forward state's own). */
+void md_qwen2_select(md_qwen2_forward *forward, md_qwen2_seq *seq);
+md_qwen2_seq *md_qwen2_selected(md_qwen2_forward *forward);
+
+/* dst becomes what src is: its cached keys and values, slots, positions
+ * (a fork: both then run on independently, bit for bit as src would
+ * alone). dst keeps its own capture setting; its logits are not copied. */
+md_status md_qwen2_seq_copy(md_qwen2_forward *forward, md_qwen2_seq *dst, const md_qwen2_seq *src,
+                            md_error *err);
+
+/* One step of n sequences (distinct, 1 <= n <= max_batch): tokens[b] is
+ * run in seqs[b] at its next position and slot, with that sequence's
+ * capture. greedy NULL: no logits (as md_qwen2_feed); otherwise greedy[b]
+ * receives seqs[b]'s greedy next token (as md_qwen2_decode then
+ * md_qwen2_greedy). Afterwards md_qwen2_logits and md_qwen2_greedy fail
+ * for these sequences until a token is run in them alone. Refuses, changing
+ * nothing, what md_qwen2_decode refuses for any of them, a sequence listed
+ * twice, and a step while an attention hook is installed (the hook cannot
+ * tell the sequences apart). */
+md_status md_qwen2_step(md_qwen2_forward *forward, md_qwen2_seq *const *seqs,
+                        const int32_t *tokens, int64_t n, int32_t *greedy, md_error *err);
+
 #endif

@@ -633,6 +633,40 @@ static void cpu_matmul_swiglu(md_kernels *k, md_kbuf *gate, md_kbuf *up, const m
   cpu_swiglu(k, gate, up, (size_t)n * (size_t)w_gate->rows);
 }
 
+/* Batched decode rows (kernels.h): md_cpu_matvec_rows, each row with the
+ * bits of the one-row path (matmul_shared with n = 1 is
+ * md_cpu_matvec_shared, or md_cpu_matvec per weight for mixed widths: the
+ * same row kernels). */
+static void cpu_matmul_rows(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                            const md_kweight *const *ws, const md_kweight *const *biases,
+                            int count, int64_t n) {
+  cpu_kernels *c = cpu(k);
+  md_cpu_matvec_out group[MD_CPU_MATVEC_MAX_SHARED];
+  int same = 0;
+  for (int i = 0; i < count; i++) {
+    md_cpu_matvec_out out = {.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,
+                             .rows = ws[i]->rows,
+                             .bias = biases && biases[i] ? biases[i]->data : NULL};
+    if (ws[i]->cols == ws[0]->cols) group[same++] = out;
+    else md_cpu_matvec_rows(c->isa, c->threads, &out, 1, ws[i]->cols, x->data, n);
+  }
+  md_cpu_matvec_rows(c->isa, c->threads, group, same, ws[0]->cols, x->data, n);
+}
+
+static md_status cpu_buf_view(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
+                              md_kbuf **view, md_error *err) {
+  (void)k;
+  if (offset > buf->n || n > buf->n - offset)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: a view of floats [%zu, %zu) of a buffer of %zu",
+                   offset, offset + n, buf->n);
+  md_kbuf *v = calloc(1, sizeof *v);
+  if (!v) return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory");
+  v->data = buf->data + offset; /* block NULL: buf_free leaves the memory alone */
+  v->n = n;
+  *view = v;
+  return MD_OK;
+}
+
 static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                        const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
@@ -649,6 +683,29 @@ static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t
   rmsnorm_row(c->row_scratch, x->data + (size_t)row * dim, norm->data, (int64_t)dim, eps);
   md_cpu_matvec(c->isa, c->threads, logits->data, lm_head->data, lm_head->dtype, lm_head->rows,
                 lm_head->cols, c->row_scratch, NULL);
+}
+
+/* The final norm of n rows (rmsnorm_row, as cpu_logits) and the LM head
+ * read once for them (md_cpu_matvec_rows: cpu_logits's md_cpu_matvec bits). */
+static void cpu_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
+                            const md_kweight *norm, const md_kweight *lm_head, float eps) {
+  cpu_kernels *c = cpu(k);
+  size_t dim = (size_t)norm->cols;
+  if (c->row_scratch_n < dim * (size_t)n) {
+    float *grown = realloc(c->row_scratch, dim * (size_t)n * sizeof(float));
+    if (!grown) {
+      defer(c, MD_E_NOMEM);
+      return;
+    }
+    c->row_scratch = grown;
+    c->row_scratch_n = dim * (size_t)n;
+  }
+  for (int64_t r = 0; r < n; r++)
+    rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)r * dim, norm->data,
+                (int64_t)dim, eps);
+  md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
+                           .rows = lm_head->rows};
+  md_cpu_matvec_rows(c->isa, c->threads, &out, 1, lm_head->cols, c->row_scratch, n);
 }
 
 static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
@@ -685,6 +742,7 @@ static const md_kernel_ops cpu_ops = {
   .buf_zero = cpu_buf_zero,
   .buf_read_start = cpu_buf_read_start,
   .buf_read_finish = cpu_buf_read_finish,
+  .buf_view = cpu_buf_view,
   .weight_new = cpu_weight_new,
   .weight_free = cpu_weight_free,
   .embed = cpu_embed,
@@ -692,6 +750,8 @@ static const md_kernel_ops cpu_ops = {
   .matmul = cpu_matmul,
   .matmul_shared = cpu_matmul_shared,
   .matmul_swiglu = cpu_matmul_swiglu,
+  .matmul_rows = cpu_matmul_rows,
+  .logits_rows = cpu_logits_rows,
   .rope = cpu_rope,
   .kv_store = cpu_kv_store,
   .kv_compact = cpu_kv_compact,

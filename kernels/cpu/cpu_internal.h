@@ -106,6 +106,14 @@ typedef struct md_cpu_matvec_out {
 void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
                           int64_t cols, const float *x);
 
+/* md_cpu_matvec_shared for n rows of x ([n, cols]) at once: outs[i].y is
+ * [n, rows_i] and its row b holds, bit for bit, what md_cpu_matvec_shared
+ * writes for x's row b alone. Each piece of rows is small enough to stay
+ * in the core's L2 while the n rows of x go through it, so the weights are
+ * read from memory once per call (a batched decode step). */
+void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
+                        int64_t cols, const float *x, int64_t n);
+
 /* dst[(r - r0) * cols + c] = W[r, c] as f32 for r in [r0, r1): the weight
  * tile a prefill matmul hands to sgemm. */
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,

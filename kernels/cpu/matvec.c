@@ -287,6 +287,48 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
   }
 }
 
+/* Rows of a batched product's piece: at most this many weight bytes, so
+ * that the piece is read from memory once and from the core's L2 for the
+ * other rows of x. */
+#define MD_MATVEC_ROWS_PIECE_BYTES (128u << 10)
+
+void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
+                        int64_t cols, const float *x, int64_t n) {
+  if (n == 1) {
+    md_cpu_matvec_shared(isa, threads, outs, count, cols, x);
+    return;
+  }
+  matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
+  int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1] = {0};
+  int64_t bytes = 0;
+  for (int i = 0; i < count; i++)
+    bytes += outs[i].rows * cols * (int64_t)md_dtype_size(outs[i].dtype);
+  int team = md_cpu_team(threads, bytes * n, MD_GRAIN_MATVEC_BYTES);
+  for (int i = 0; i < count; i++) {
+    kernels[i] = pick_matvec(isa, outs[i].dtype);
+    /* md_cpu_matvec's pieces, cut smaller for the L2: still a multiple of
+     * 4 rows, so every row takes the kernel path it takes there (the four-
+     * row one but for the last rows % 4) and gets its bits. */
+    int64_t piece = matvec_chunk(team, outs[i].dtype, outs[i].rows, cols);
+    int64_t fit = (int64_t)(MD_MATVEC_ROWS_PIECE_BYTES / ((size_t)cols * md_dtype_size(outs[i].dtype)));
+    fit &= ~(int64_t)3;
+    if (fit < 4) fit = 4;
+    chunk[i] = piece < fit ? piece : fit;
+    first[i + 1] = first[i] + (outs[i].rows + chunk[i] - 1) / chunk[i];
+  }
+  int64_t pieces = first[count];
+  if (pieces < team) team = (int)(pieces > 0 ? pieces : 1);
+#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
+  for (int64_t p = 0; p < pieces; p++) {
+    int i = 0;
+    while (p >= first[i + 1]) i++;
+    const md_cpu_matvec_out *o = &outs[i];
+    int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
+    for (int64_t b = 0; b < n; b++)
+      kernels[i](o->y + b * o->rows, o->w, x + b * cols, r0, r1, cols, o->bias);
+  }
+}
+
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,
                         int64_t cols, int64_t r0, int64_t r1) {
   size_t row_bytes = (size_t)cols * md_dtype_size(dtype);
