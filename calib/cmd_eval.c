@@ -108,6 +108,9 @@ static void print_help(FILE *out) {
       "      --max-answer-tokens N  greedy tokens per answer (default " MD_DEFAULT_TEXT(MD_EVAL_DEFAULT_ANSWER_TOKENS) ")\n"
       "      --max-episodes N     evaluate only the first N episodes\n"
       "      --seed N             seed of the random policy (default 0; episode e uses N+e)\n"
+      "      --batch N            runs of an episode stepped together, each weight read\n"
+      "                           once for all of them (default: every run; 1: one at a\n"
+      "                           time); the results are the same\n"
       "      --skip-invalid       skip (and report) invalid episodes instead of stopping\n"
       "      --reproducible       leave out the timestamp and timing from RESULTS.json\n"
       "      --resume             continue an interrupted eval from RESULTS.json.record (its\n"
@@ -141,7 +144,7 @@ static void print_help(FILE *out) {
 
 enum {
   OPT_MODEL, OPT_TRACES, OPT_CONFIG, OPT_OUT, OPT_POLICIES, OPT_BUDGET, OPT_PAGE_SIZE, OPT_PLOT,
-  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_GGUF_F32, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED,
+  OPT_DEVICE, OPT_THREADS, OPT_EXACT_GEMM, OPT_BF16_GEMM, OPT_GGUF_F32, OPT_MAX_ANSWER, OPT_MAX_EPISODES, OPT_SEED, OPT_BATCH,
   OPT_SKIP_INVALID, OPT_REPRODUCIBLE, OPT_RESUME, OPT_QUIET, OPT_HELP,
 };
 
@@ -162,6 +165,7 @@ static const md_opt eval_table[] = {
     {"max-answer-tokens", 0, OPT_MAX_ANSWER, "N"},
     {"max-episodes", 0, OPT_MAX_EPISODES, "N"},
     {"seed", 0, OPT_SEED, "N"},
+    {"batch", 0, OPT_BATCH, "N"},
     {"skip-invalid", 0, OPT_SKIP_INVALID, NULL},
     {"reproducible", 0, OPT_REPRODUCIBLE, NULL},
     {"resume", 0, OPT_RESUME, NULL},
@@ -265,6 +269,9 @@ static int take_option(void *context, const md_opt *option, const char *value) {
       break;
     case OPT_SEED:
       if ((code = parse_count("--seed", value, 0, 1L << 53, &number)) < 0) o->seed = (uint64_t)number;
+      break;
+    case OPT_BATCH:
+      if ((code = parse_count("--batch", value, 1, 4096, &number)) < 0) o->batch = (size_t)number;
       break;
     case OPT_SKIP_INVALID: o->skip_invalid = true; break;
     case OPT_REPRODUCIBLE: opt->reproducible = true; break;

@@ -68,12 +68,14 @@ typedef struct eval_state {
   size_t n_stops;
   const md_policy_class *policies[MD_EVAL_MAX_POLICIES];
   size_t n_policies;
-  md_policy *policy[MD_EVAL_MAX_POLICIES];
+  md_policy *run_policy[MD_EVAL_MAX_RUNS]; /* one per run: a group's runs step together */
   prepared_episode *episodes;
   size_t n_episodes, capacity_episodes, episodes_in_file, skipped;
   size_t max_positions;      /* cache capacity needed: longest episode + probe + answer */
   md_qwen2_forward *forward;
-  md_kbuf *received;
+  size_t group;                /* runs stepped together (options.batch, resolved) */
+  md_qwen2_seq **seqs;         /* [group]: seqs[0] the forward state's own */
+  md_kbuf **received;          /* [group]: each sequence's capture */
   float *row;
   md_collect_progress progress;
   const md_policy_class *run_class[MD_EVAL_MAX_RUNS];
@@ -434,16 +436,41 @@ static md_status make_engine(eval_state *st, md_error *err) {
   md_status s = md_qwen2_forward_new(st->config, md_qwen2_model_weights(st->model), st->kernels,
                                      &fo, &st->forward, err);
   if (s != MD_OK) return s;
-  md_kernels *k = st->kernels;
-  if ((s = k->ops->buf_new(k, st->max_positions, &st->received, err)) != MD_OK) return s;
   st->row = malloc(st->max_positions * sizeof *st->row);
   if (!st->row) return md_fail(err, MD_E_NOMEM, "out of memory");
-  for (size_t i = 0; i < st->n_policies; i++) {
-    md_policy_options po = {.policy = st->policies[i], .page_size = st->page_size,
+  return MD_OK;
+}
+
+/* A policy per run, and a KV cache and capture buffer per run of a group
+ * (after init_results: the runs are known). */
+static md_status make_runs(eval_state *st, md_error *err) {
+  const md_eval_results *r = st->results;
+  md_status s = MD_OK;
+  for (size_t run = 0; run < r->n_runs; run++) {
+    md_policy_options po = {.policy = st->run_class[run], .page_size = st->page_size,
                             .seed = st->options->seed, .sink_tokens = SINK_TOKENS};
-    if ((s = md_policy_new(&st->policy_config, &po, &st->policy[i], err)) != MD_OK)
+    if ((s = md_policy_new(&st->policy_config, &po, &st->run_policy[run], err)) != MD_OK)
       return md_error_prefix(err, "%s: policy %s", st->options->config_path,
-                             st->policies[i]->name);
+                             st->run_class[run]->name);
+  }
+  size_t batch = st->options->batch;
+  st->group = batch == 0 || batch > r->n_runs ? r->n_runs : batch;
+  st->seqs = calloc(st->group, sizeof *st->seqs);
+  st->received = calloc(st->group, sizeof *st->received);
+  if (!st->seqs || !st->received) return md_fail(err, MD_E_NOMEM, "out of memory");
+  md_kernels *k = st->kernels;
+  st->seqs[0] = md_qwen2_seq_own(st->forward);
+  for (size_t i = 0; i < st->group && s == MD_OK; i++) {
+    if (i > 0) s = md_qwen2_seq_new(st->forward, &st->seqs[i], err);
+    if (s == MD_OK) s = k->ops->buf_new(k, st->max_positions, &st->received[i], err);
+  }
+  if (s != MD_OK) {
+    const md_qwen2_config *c = st->config;
+    double mib = (double)st->group * (double)st->max_positions * (double)c->num_hidden_layers * 2.0 *
+                 (double)c->num_key_value_heads * (double)c->head_dim * 4.0 / 1048576.0;
+    return md_error_prefix(err, "eval: %zu runs stepped together (--batch %zu) need %zu KV "
+                           "caches of %zu positions, %.0f MiB in all; a smaller --batch needs "
+                           "less", st->group, st->group, st->group, st->max_positions, mib);
   }
   return MD_OK;
 }
@@ -535,44 +562,32 @@ static md_status init_results(eval_state *st, md_error *err) {
   return MD_OK;
 }
 
-/* ---- one run --------------------------------------------------------------------------- */
+/* ---- a group of runs -------------------------------------------------------------------
+ * The runs of a group (every run of the episode unless --batch says fewer)
+ * advance together. Until a run's policy first evicts, its cache is the
+ * full cache's, so the runs that have not evicted share one sequence (the
+ * leader, seqs[0]): one prefill, one capture row that each of their
+ * policies observes. The first eviction forks the run onto a sequence of
+ * its own (a copy of the leader's cache; the last run to leave takes the
+ * leader itself), which it then runs alone for prompt chunks and in the
+ * batched decode steps with the others. Each run's policy sees the calls
+ * it sees when the run is done by itself, in the same order, and each
+ * sequence computes the same bits (qwen2_forward.h, md_qwen2_step), so the
+ * results do not depend on the grouping. */
 
-static md_policy *policy_of(eval_state *st, const md_policy_class *cls) {
-  for (size_t i = 0; i < st->n_policies; i++)
-    if (st->policies[i] == cls) return st->policy[i];
-  return NULL;
-}
+typedef struct lane {
+  size_t run;          /* index of the run */
+  md_policy *policy;
+  md_eval_run *out;
+  size_t slot;         /* its sequence: st->seqs[slot] (0: the leader) */
+  bool shared;         /* still on the leader's cache */
+} lane;
 
-/* Appends positions [begin, end) to the policy and the engine (one chunk, or
- * one decode step), with the capture on; updates the policy with the
- * attention the chunk's queries paid; then evicts down to the budget. */
-static md_status feed(eval_state *st, md_policy *policy, const prepared_episode *e, size_t begin,
-                      size_t end, md_eval_run *run, md_error *err) {
-  md_kernels *k = st->kernels;
-  int64_t n = (int64_t)(end - begin);
-  md_status s = MD_OK;
-  for (size_t i = begin; s == MD_OK && i < end; i++)
-    s = md_policy_append(policy, (int64_t)i, e->region_index[i], err);
-  if (s != MD_OK) return s;
-  int64_t cached = md_qwen2_cached(st->forward) + n;
-  k->ops->buf_zero(k, st->received, 0, (size_t)cached);
-  md_qwen2_capture capture = {.received = st->received, .layer_begin = 0,
-                              .layer_end = st->config->num_hidden_layers,
-                              .heads = MD_CAPTURE_HEADS_MEAN};
-  if ((s = md_qwen2_set_capture(st->forward, &capture, err)) != MD_OK) return s;
-  if ((s = md_qwen2_feed(st->forward, e->tokens.ids + begin, n, err)) != MD_OK) return s;
-  if ((s = k->ops->buf_read(k, st->received, 0, (size_t)cached, st->row, err)) != MD_OK) return s;
-  if (cached > run->max_cached) run->max_cached = cached;
-  if ((s = md_policy_observe(policy, st->row, cached, n, err)) != MD_OK) return s;
-  const int64_t *evict = NULL;
-  int64_t n_evict = 0;
-  if ((s = md_policy_evict(policy, run->budget_pages, &evict, &n_evict, err)) != MD_OK) return s;
-  if (n_evict > 0 && (s = md_qwen2_evict(st->forward, evict, n_evict, err)) != MD_OK) return s;
-  run->evicted += n_evict;
-  int64_t after = md_qwen2_cached(st->forward);
-  if (after > run->max_cached_after_eviction) run->max_cached_after_eviction = after;
-  return MD_OK;
-}
+typedef struct group_state {
+  lane lanes[MD_EVAL_MAX_RUNS];
+  size_t n_lanes, n_shared;
+  bool slot_used[MD_EVAL_MAX_RUNS];
+} group_state;
 
 static int compare_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -590,47 +605,117 @@ static bool is_stop(const eval_state *st, int32_t id) {
   return false;
 }
 
-/* Asks probe `index` from the current cache state and rolls back. */
-static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t index,
-                           md_eval_probe *out, md_error *err) {
-  const prepared_probe *p = &e->probes[index];
-  const md_trace_probe *tp = &e->trace.probes[index];
-  const md_eval_results *r = st->results;
-  md_qwen2_forward *fw = st->forward;
-  /* the cached positions, ascending (qwen2_forward.h) */
-  int64_t cached = md_qwen2_cached(fw);
-  const int64_t *positions = md_qwen2_slot_positions(fw);
-  out->index = index;
-  out->answer_in_region = p->n_answer_positions > 0;
-  out->answer_tokens = p->n_answer_positions;
-  for (size_t i = 0; i < p->n_answer_positions; i++)
-    out->answer_kept += is_cached(positions, cached, p->answer_positions[i]);
-  md_qwen2_mark mark = md_qwen2_mark_get(fw);
-  md_status s = md_qwen2_prefill(fw, p->question, (int64_t)p->question_tokens, NULL, err);
-  int32_t *answer = malloc((r->max_answer_tokens + 1) * sizeof *answer);
+/* Moves a shared lane onto a sequence of its own: a copy of the leader's,
+ * or the leader itself when no other lane shares it. */
+static md_status fork_lane(eval_state *st, group_state *g, lane *ln, md_error *err) {
+  ln->shared = false;
+  g->n_shared--;
+  if (g->n_shared == 0) return MD_OK; /* the leader is its own now (slot 0) */
+  size_t slot = 1;
+  while (g->slot_used[slot]) slot++;
+  g->slot_used[slot] = true;
+  ln->slot = slot;
+  return md_qwen2_seq_copy(st->forward, st->seqs[slot], st->seqs[0], err);
+}
+
+/* What a lane's policy does with the attention of the tokens [begin, end)
+ * just run on its sequence (the row of `cached` floats): append, observe,
+ * evict down to its budget (forking it off the leader first if it shares
+ * it). */
+static md_status lane_update(eval_state *st, group_state *g, lane *ln, const prepared_episode *e,
+                             size_t begin, size_t end, const float *row, int64_t cached,
+                             md_error *err) {
+  md_status s = MD_OK;
+  for (size_t i = begin; s == MD_OK && i < end; i++)
+    s = md_policy_append(ln->policy, (int64_t)i, e->region_index[i], err);
+  if (s != MD_OK) return s;
+  if (cached > ln->out->max_cached) ln->out->max_cached = cached;
+  if ((s = md_policy_observe(ln->policy, row, cached, (int64_t)(end - begin), err)) != MD_OK) return s;
+  const int64_t *evict = NULL;
+  int64_t n_evict = 0;
+  if ((s = md_policy_evict(ln->policy, ln->out->budget_pages, &evict, &n_evict, err)) != MD_OK) return s;
+  if (n_evict > 0 && ln->shared && (s = fork_lane(st, g, ln, err)) != MD_OK) return s;
+  md_qwen2_select(st->forward, st->seqs[ln->slot]);
+  if (n_evict > 0 && (s = md_qwen2_evict(st->forward, evict, n_evict, err)) != MD_OK) return s;
+  ln->out->evicted += n_evict;
+  int64_t after = md_qwen2_cached(st->forward);
+  if (after > ln->out->max_cached_after_eviction) ln->out->max_cached_after_eviction = after;
+  return MD_OK;
+}
+
+/* Runs a prompt chunk [begin, end) on sequence `slot` with the capture on
+ * and reads what its tokens paid into st->row; *cached: the slots after. */
+static md_status run_chunk(eval_state *st, size_t slot, const prepared_episode *e, size_t begin,
+                           size_t end, int64_t *cached, md_error *err) {
+  md_kernels *k = st->kernels;
+  md_qwen2_select(st->forward, st->seqs[slot]);
+  int64_t after = md_qwen2_cached(st->forward) + (int64_t)(end - begin);
+  k->ops->buf_zero(k, st->received[slot], 0, (size_t)after);
+  md_status s = md_qwen2_feed(st->forward, e->tokens.ids + begin, (int64_t)(end - begin), err);
+  if (s == MD_OK) s = k->ops->buf_read(k, st->received[slot], 0, (size_t)after, st->row, err);
+  *cached = after;
+  return s;
+}
+
+/* One prompt chunk for every lane: the lanes on their own sequences run it
+ * there, the shared ones once on the leader. */
+static md_status group_chunk(eval_state *st, group_state *g, const prepared_episode *e,
+                             size_t begin, size_t end, md_error *err) {
+  md_status s = MD_OK;
+  int64_t cached = 0;
+  for (size_t i = 0; s == MD_OK && i < g->n_lanes; i++) {
+    lane *ln = &g->lanes[i];
+    if (ln->shared) continue;
+    s = run_chunk(st, ln->slot, e, begin, end, &cached, err);
+    if (s == MD_OK) s = lane_update(st, g, ln, e, begin, end, st->row, cached, err);
+  }
+  if (s != MD_OK || g->n_shared == 0) return s;
+  lane *shared[MD_EVAL_MAX_RUNS];
   size_t n = 0;
-  if (!answer && s == MD_OK) s = md_fail(err, MD_E_NOMEM, "out of memory");
-  while (s == MD_OK && n < r->max_answer_tokens) {
-    int32_t next = 0;
-    if ((s = md_qwen2_greedy(fw, &next, err)) != MD_OK) break;
-    if (is_stop(st, next)) break;
-    answer[n++] = next;
-    if (n < r->max_answer_tokens) s = md_qwen2_decode(fw, next, err);
+  for (size_t i = 0; i < g->n_lanes; i++)
+    if (g->lanes[i].shared) shared[n++] = &g->lanes[i];
+  s = run_chunk(st, 0, e, begin, end, &cached, err);
+  for (size_t i = 0; s == MD_OK && i < n; i++)
+    s = lane_update(st, g, shared[i], e, begin, end, st->row, cached, err);
+  return s;
+}
+
+/* One continuation token (position i) for every lane, as one batched step
+ * of the leader (if shared) and every lane's own sequence. */
+static md_status group_decode(eval_state *st, group_state *g, const prepared_episode *e, size_t i,
+                              md_error *err) {
+  md_kernels *k = st->kernels;
+  md_qwen2_seq *seqs[MD_EVAL_MAX_RUNS];
+  int32_t tokens[MD_EVAL_MAX_RUNS];
+  size_t slots[MD_EVAL_MAX_RUNS], n = 0;
+  lane *own[MD_EVAL_MAX_RUNS], *shared[MD_EVAL_MAX_RUNS];
+  size_t n_own = 0, n_shared = 0;
+  for (size_t j = 0; j < g->n_lanes; j++) {
+    lane *ln = &g->lanes[j];
+    if (ln->shared) shared[n_shared++] = ln;
+    else own[n_own++] = ln, slots[n++] = ln->slot;
   }
-  char *text = NULL;
-  size_t length = 0;
-  if (s == MD_OK) s = md_tokenizer_decode(st->tokenizer, answer, n, true, &text, &length, err);
-  free(answer);
-  if (s == MD_OK) {
-    out->output = text;
-    out->correct = md_eval_answer_matches(tp->answer, text, length);
+  if (n_shared > 0) slots[n++] = 0;
+  for (size_t b = 0; b < n; b++) {
+    seqs[b] = st->seqs[slots[b]];
+    tokens[b] = e->tokens.ids[i];
+    md_qwen2_select(st->forward, seqs[b]);
+    k->ops->buf_zero(k, st->received[slots[b]], 0, (size_t)md_qwen2_cached(st->forward) + 1);
   }
-  md_error inner;
-  md_status rs = md_qwen2_rollback(fw, &mark, &inner);
-  if (s == MD_OK && rs != MD_OK) {
-    *err = inner;
-    s = rs;
+  md_status s = md_qwen2_step(st->forward, seqs, tokens, (int64_t)n, NULL, err);
+  for (size_t j = 0; s == MD_OK && j < n_own; j++) {
+    lane *ln = own[j];
+    md_qwen2_select(st->forward, st->seqs[ln->slot]);
+    int64_t cached = md_qwen2_cached(st->forward);
+    s = k->ops->buf_read(k, st->received[ln->slot], 0, (size_t)cached, st->row, err);
+    if (s == MD_OK) s = lane_update(st, g, ln, e, i, i + 1, st->row, cached, err);
   }
+  if (s != MD_OK || n_shared == 0) return s;
+  md_qwen2_select(st->forward, st->seqs[0]);
+  int64_t cached = md_qwen2_cached(st->forward);
+  s = k->ops->buf_read(k, st->received[0], 0, (size_t)cached, st->row, err);
+  for (size_t j = 0; s == MD_OK && j < n_shared; j++)
+    s = lane_update(st, g, shared[j], e, i, i + 1, st->row, cached, err);
   return s;
 }
 
@@ -646,43 +731,193 @@ static void tally(eval_state *st, size_t run_index, const md_eval_probe *out) {
   cell->answer_kept += out->answer_kept;
 }
 
-static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_error *err) {
+/* An answer being decoded from one sequence's state. */
+typedef struct answer {
+  size_t slot;
+  md_qwen2_mark mark;
+  int32_t *tokens;
+  size_t n;
+  int32_t next;
+  bool going;
+  char *text;
+  size_t length;
+} answer;
+
+/* Asks probe `index` from the state of every sequence in use (answers[j]
+ * for slot answers[j].slot), the answers' tokens decoded as batched steps,
+ * and rolls each sequence back. */
+static md_status ask_probe(eval_state *st, const prepared_episode *e, size_t index,
+                           answer *answers, size_t n_answers, md_error *err) {
+  const prepared_probe *p = &e->probes[index];
+  size_t max = st->results->max_answer_tokens;
+  md_qwen2_forward *fw = st->forward;
+  md_status s = MD_OK;
+  md_qwen2_seq *all[MD_EVAL_MAX_RUNS];
+  const int32_t *questions[MD_EVAL_MAX_RUNS];
+  int64_t lengths[MD_EVAL_MAX_RUNS];
+  int32_t first[MD_EVAL_MAX_RUNS];
+  for (size_t j = 0; j < n_answers; j++) {
+    answer *a = &answers[j];
+    a->n = 0;
+    a->going = true;
+    md_qwen2_select(fw, st->seqs[a->slot]);
+    a->mark = md_qwen2_mark_get(fw);
+    all[j] = st->seqs[a->slot];
+    questions[j] = p->question;
+    lengths[j] = (int64_t)p->question_tokens;
+  }
+  s = md_qwen2_prefill_greedy(fw, all, questions, lengths, (int64_t)n_answers, first, err);
+  for (size_t j = 0; s == MD_OK && j < n_answers; j++) answers[j].next = first[j];
+  /* As one sequence alone: take the greedy token unless it ends the
+   * answer; run it unless the answer is full. */
+  while (s == MD_OK) {
+    md_qwen2_seq *seqs[MD_EVAL_MAX_RUNS];
+    int32_t tokens[MD_EVAL_MAX_RUNS], next[MD_EVAL_MAX_RUNS];
+    answer *stepping[MD_EVAL_MAX_RUNS];
+    size_t n = 0;
+    for (size_t j = 0; j < n_answers; j++) {
+      answer *a = &answers[j];
+      if (!a->going) continue;
+      if (a->n >= max || is_stop(st, a->next)) {
+        a->going = false;
+        continue;
+      }
+      a->tokens[a->n++] = a->next;
+      if (a->n >= max) {
+        a->going = false;
+        continue;
+      }
+      seqs[n] = st->seqs[a->slot];
+      tokens[n] = a->next;
+      stepping[n++] = a;
+    }
+    if (n == 0) break;
+    s = md_qwen2_step(fw, seqs, tokens, (int64_t)n, next, err);
+    for (size_t b = 0; s == MD_OK && b < n; b++) stepping[b]->next = next[b];
+  }
+  for (size_t j = 0; s == MD_OK && j < n_answers; j++)
+    s = md_tokenizer_decode(st->tokenizer, answers[j].tokens, answers[j].n, true, &answers[j].text,
+                            &answers[j].length, err);
+  for (size_t j = 0; j < n_answers; j++) {
+    md_qwen2_select(fw, st->seqs[answers[j].slot]);
+    md_error inner;
+    md_status rs = md_qwen2_rollback(fw, &answers[j].mark, &inner);
+    if (s == MD_OK && rs != MD_OK) {
+      *err = inner;
+      s = rs;
+    }
+  }
+  return s;
+}
+
+/* The probes of the episode from each lane's final state: one answer per
+ * sequence in use (the lanes that share the leader share its answers). */
+static md_status group_probes(eval_state *st, group_state *g, const prepared_episode *e,
+                              size_t episode, md_error *err) {
+  md_eval_episode *re = &st->results->episodes[episode];
+  answer answers[MD_EVAL_MAX_RUNS];
+  size_t n_answers = 0, of_lane[MD_EVAL_MAX_RUNS];
+  md_status s = MD_OK;
+  for (size_t i = 0; i < g->n_lanes; i++) {
+    size_t slot = g->lanes[i].slot, j = 0;
+    while (j < n_answers && answers[j].slot != slot) j++;
+    if (j == n_answers) {
+      answers[n_answers] = (answer){.slot = slot};
+      answers[n_answers].tokens = malloc((st->results->max_answer_tokens + 1) * sizeof(int32_t));
+      if (!answers[n_answers++].tokens) s = md_fail(err, MD_E_NOMEM, "out of memory");
+    }
+    of_lane[i] = j;
+  }
+  for (size_t k = 0; s == MD_OK && k < e->trace.n_probes; k++) {
+    const prepared_probe *p = &e->probes[k];
+    const md_trace_probe *tp = &e->trace.probes[k];
+    s = ask_probe(st, e, k, answers, n_answers, err);
+    for (size_t i = 0; s == MD_OK && i < g->n_lanes; i++) {
+      lane *ln = &g->lanes[i];
+      const answer *a = &answers[of_lane[i]];
+      md_eval_probe *out = &ln->out->probes[k];
+      md_qwen2_select(st->forward, st->seqs[ln->slot]);
+      int64_t cached = md_qwen2_cached(st->forward);
+      const int64_t *positions = md_qwen2_slot_positions(st->forward);
+      out->index = k;
+      out->answer_in_region = p->n_answer_positions > 0;
+      out->answer_tokens = p->n_answer_positions;
+      for (size_t t = 0; t < p->n_answer_positions; t++)
+        out->answer_kept += is_cached(positions, cached, p->answer_positions[t]);
+      out->output = malloc(a->length + 1);
+      if (!out->output) {
+        s = md_fail(err, MD_E_NOMEM, "out of memory");
+        break;
+      }
+      memcpy(out->output, a->text, a->length + 1);
+      out->correct = md_eval_answer_matches(tp->answer, a->text, a->length);
+      out->region = re->probes[k].region;
+      tally(st, ln->run, out);
+    }
+    for (size_t j = 0; j < n_answers; j++) {
+      free(answers[j].text);
+      answers[j].text = NULL;
+    }
+  }
+  for (size_t j = 0; j < n_answers; j++) free(answers[j].tokens);
+  return s;
+}
+
+/* The runs first .. first + count - 1 of an episode, as one group. */
+static md_status run_group(eval_state *st, size_t episode, size_t first, size_t count,
+                           md_error *err) {
   const prepared_episode *e = &st->episodes[episode];
   md_eval_results *r = st->results;
   md_eval_episode *re = &r->episodes[episode];
-  md_eval_run *run = &re->runs[run_index];
-  const md_policy_class *cls = st->run_class[run_index];
-  int64_t budget = (int64_t)ceil(r->run_budget[run_index] * (double)re->pages - 1e-9);
-  if (budget < 1) budget = 1;
-  run->budget_pages = cls == &md_policy_class_full ? re->pages : budget;
-  md_policy *policy = policy_of(st, cls);
-  md_policy_reset(policy, st->options->seed + (uint64_t)episode);
-  md_qwen2_reset(st->forward);
+  group_state g = {.n_lanes = count, .n_shared = count};
+  for (size_t i = 0; i < count; i++) {
+    size_t run = first + i;
+    const md_policy_class *cls = st->run_class[run];
+    md_eval_run *out = &re->runs[run];
+    int64_t budget = (int64_t)ceil(r->run_budget[run] * (double)re->pages - 1e-9);
+    if (budget < 1) budget = 1;
+    out->budget_pages = cls == &md_policy_class_full ? re->pages : budget;
+    g.lanes[i] = (lane){.run = run, .policy = st->run_policy[run], .out = out, .slot = 0,
+                        .shared = true};
+    md_policy_reset(st->run_policy[run], st->options->seed + (uint64_t)episode);
+  }
+  g.slot_used[0] = true;
+  md_qwen2_capture capture = {.layer_begin = 0, .layer_end = st->config->num_hidden_layers,
+                              .heads = MD_CAPTURE_HEADS_MEAN};
   md_status s = MD_OK;
+  for (size_t i = 0; s == MD_OK && i < st->group; i++) {
+    md_qwen2_select(st->forward, st->seqs[i]);
+    md_qwen2_reset(st->forward);
+    capture.received = st->received[i];
+    s = md_qwen2_set_capture(st->forward, &capture, err);
+  }
   double t0 = now_seconds();
   for (size_t c = 0; s == MD_OK && c < e->n_chunks; c++)
-    s = feed(st, policy, e, e->chunks[c].begin, e->chunks[c].end, run, err);
+    s = group_chunk(st, &g, e, e->chunks[c].begin, e->chunks[c].end, err);
   st->progress.prefill_seconds += now_seconds() - t0;
-  st->progress.prompt_tokens_done += e->tokens.prompt_tokens;
+  st->progress.prompt_tokens_done += e->tokens.prompt_tokens * count;
   t0 = now_seconds();
   size_t P = e->tokens.prompt_tokens, total = md_episode_positions(&e->tokens);
-  for (size_t i = P; s == MD_OK && i < total; i++) s = feed(st, policy, e, i, i + 1, run, err);
+  for (size_t i = P; s == MD_OK && i < total; i++) s = group_decode(st, &g, e, i, err);
   st->progress.decode_seconds += now_seconds() - t0;
-  st->progress.decode_steps_done += e->tokens.decode_steps;
-  if (s == MD_OK) {
+  st->progress.decode_steps_done += e->tokens.decode_steps * count;
+  for (size_t i = 0; i < st->group; i++) {
+    md_qwen2_select(st->forward, st->seqs[i]);
     md_qwen2_set_capture(st->forward, NULL, NULL);
-    run->final_cached = md_qwen2_cached(st->forward);
   }
-  for (size_t k = 0; s == MD_OK && k < e->trace.n_probes; k++) {
-    md_eval_probe *out = &run->probes[k];
-    s = ask_probe(st, e, k, out, err);
-    if (s != MD_OK) break;
-    out->region = re->probes[k].region;
-    tally(st, run_index, out);
+  for (size_t i = 0; s == MD_OK && i < count; i++) {
+    md_qwen2_select(st->forward, st->seqs[g.lanes[i].slot]);
+    g.lanes[i].out->final_cached = md_qwen2_cached(st->forward);
   }
-  if (s != MD_OK)
-    return md_error_prefix(err, "%s:%zu: episode \"%s\", policy %s", e->trace.path, e->trace.line,
-                           e->trace.id, cls->name);
+  if (s == MD_OK) s = group_probes(st, &g, e, episode, err);
+  md_qwen2_select(st->forward, NULL);
+  if (s != MD_OK) {
+    if (count == 1)
+      return md_error_prefix(err, "%s:%zu: episode \"%s\", policy %s", e->trace.path,
+                             e->trace.line, e->trace.id, st->run_class[first]->name);
+    return md_error_prefix(err, "%s:%zu: episode \"%s\", runs %zu to %zu", e->trace.path,
+                           e->trace.line, e->trace.id, first + 1, first + count);
+  }
   return MD_OK;
 }
 
@@ -691,8 +926,13 @@ static md_status run_once(eval_state *st, size_t episode, size_t run_index, md_e
 static void free_state(eval_state *st) {
   for (size_t i = 0; i < st->n_episodes; i++) free_prepared(&st->episodes[i]);
   free(st->episodes);
-  for (size_t i = 0; i < st->n_policies; i++) md_policy_free(st->policy[i]);
-  if (st->kernels && st->received) st->kernels->ops->buf_free(st->kernels, st->received);
+  for (size_t run = 0; run < MD_EVAL_MAX_RUNS; run++) md_policy_free(st->run_policy[run]);
+  for (size_t i = 0; i < st->group; i++) {
+    if (st->received && st->received[i]) st->kernels->ops->buf_free(st->kernels, st->received[i]);
+    if (st->seqs && i > 0) md_qwen2_seq_free(st->forward, st->seqs[i]);
+  }
+  free(st->seqs);
+  free(st->received);
   md_qwen2_forward_free(st->forward);
   free(st->row);
   if (st->have_policy_config) md_policy_config_free(&st->policy_config);
@@ -760,6 +1000,7 @@ md_status md_eval(const md_eval_options *options, md_eval_results *results, md_e
   if (s == MD_OK) s = read_episodes(&st, err);
   if (s == MD_OK) s = make_engine(&st, err);
   if (s == MD_OK) s = init_results(&st, err);
+  if (s == MD_OK) s = make_runs(&st, err);
   bool *done = s == MD_OK ? calloc(st.n_episodes + 1, sizeof *done) : NULL;
   if (s == MD_OK && !done) s = md_fail(err, MD_E_NOMEM, "out of memory");
   md_eval_record *record = NULL;
@@ -770,9 +1011,11 @@ md_status md_eval(const md_eval_options *options, md_eval_results *results, md_e
   for (size_t e = 0; s == MD_OK && e < st.n_episodes; e++) {
     if (done[e]) continue; /* restored from the record */
     report(&st, MD_COLLECT_EPISODE_BEGIN, st.episodes[e].trace.id);
-    for (size_t run = 0; s == MD_OK && run < results->n_runs; run++) {
-      s = run_once(&st, e, run, err);
-      if (s == MD_OK) report(&st, MD_COLLECT_STEP, st.episodes[e].trace.id);
+    for (size_t run = 0; s == MD_OK && run < results->n_runs; run += st.group) {
+      size_t count = results->n_runs - run < st.group ? results->n_runs - run : st.group;
+      s = run_group(&st, e, run, count, err);
+      for (size_t i = 0; s == MD_OK && i < count; i++)
+        report(&st, MD_COLLECT_STEP, st.episodes[e].trace.id);
     }
     if (s == MD_OK && record) s = md_eval_record_append(record, results, e, err);
     if (s == MD_OK) {

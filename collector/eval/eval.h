@@ -85,6 +85,9 @@ typedef struct md_eval_options {
   size_t max_answer_tokens;   /* 0: MD_EVAL_DEFAULT_ANSWER_TOKENS */
   size_t max_episodes;        /* 0: all */
   uint64_t seed;              /* policy random: episode e uses seed + e */
+  size_t batch;               /* runs of one episode stepped together (one KV cache
+                                 each, shared until a run first evicts); 0: all of
+                                 them. Results do not depend on it. */
   bool skip_invalid;          /* skip (and report) invalid episodes instead of stopping */
   const char *record_path;    /* NULL, or the record of finished episodes to keep
                                  (io/formats/eval_record.h; eval's RESULTS.record) */

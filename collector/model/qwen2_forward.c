@@ -64,6 +64,7 @@ struct md_qwen2_forward {
   row_views *views;             /* [rows_viewed], made on demand */
   int64_t rows_viewed;
   int64_t capacity, max_batch;
+  int64_t last_chunk;           /* rows of the last chunk run (its hidden states in x) */
   md_qwen2_seq own;             /* the sequence made with the forward state */
   md_qwen2_seq *seq;            /* the one the single-sequence calls act on */
   const md_qwen2_seq *logits_of; /* whose last token `logits` holds */
@@ -391,6 +392,7 @@ static md_status run_tokens(md_qwen2_forward *fw, const int32_t *tokens, int64_t
     bool step = n == 1 && !all_logits && fw->k->ops->step_begin && fw->k->ops->step_end;
     if (step) fw->k->ops->step_begin(fw->k, fw->seq->pos, fw->seq->len);
     forward_chunk(fw, tokens + done, chunk);
+    fw->last_chunk = chunk;
     s = chunk_logits(fw, chunk, all_logits ? all_logits + (size_t)done * vocab : NULL,
                      want_last && done + chunk == n, step, err);
     if (s != MD_OK) return s;
@@ -861,6 +863,56 @@ md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const i
     q->have_logits = false;
   }
   if (!greedy) return op->sync(k, err);
+  size_t vocab = (size_t)fw->config.vocab_size;
+  for (int64_t b = 0; b < n && s == MD_OK; b++) {
+    int64_t index = 0;
+    s = op->argmax(k, fw->views[b].logits, vocab, &index, err);
+    greedy[b] = (int32_t)index;
+  }
+  return s;
+}
+
+md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
+                                  const int32_t *const *tokens, const int64_t *lengths,
+                                  int64_t n, int32_t *greedy, md_error *err) {
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  md_qwen2_seq *selected = fw->seq;
+  md_status s = MD_OK;
+  if (n < 1 || n > fw->max_batch)
+    return md_fail(err, MD_E_INVALID, "qwen2 forward: a batched prefill of %lld sequences (1 to "
+                   "%lld)", (long long)n, (long long)fw->max_batch);
+  bool rows = op->buf_view && op->matmul_rows && op->logits_rows;
+  if (!rows) { /* each alone: its logits, its greedy token */
+    for (int64_t b = 0; b < n && s == MD_OK; b++) {
+      fw->seq = seqs[b];
+      s = run_tokens(fw, tokens[b], lengths[b], NULL, true, err);
+      if (s == MD_OK) s = md_qwen2_greedy(fw, greedy + b, err);
+      fw->seq->have_logits = false;
+    }
+    fw->seq = selected;
+    return s;
+  }
+  if ((s = ensure_views(fw, n, err)) != MD_OK) return s;
+  size_t hidden = (size_t)fw->config.hidden_size;
+  float *last = malloc((size_t)n * hidden * sizeof *last);
+  if (!last) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  /* Each sequence's tokens through the layers (its own matrix products),
+   * its last hidden row kept; then the final norm and LM head of the n rows
+   * at once: each row's logits are what md_qwen2_prefill computes. */
+  for (int64_t b = 0; b < n && s == MD_OK; b++) {
+    fw->seq = seqs[b];
+    s = run_tokens(fw, tokens[b], lengths[b], NULL, false, err);
+    if (s == MD_OK)
+      s = op->buf_read(k, fw->x, (size_t)(fw->last_chunk - 1) * hidden, hidden,
+                       last + (size_t)b * hidden, err);
+  }
+  fw->seq = selected;
+  if (s == MD_OK) s = op->buf_write(k, fw->x, 0, (size_t)n * hidden, last, err);
+  free(last);
+  if (s != MD_OK) return s;
+  op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head,
+                  (float)fw->config.rms_norm_eps);
   size_t vocab = (size_t)fw->config.vocab_size;
   for (int64_t b = 0; b < n && s == MD_OK; b++) {
     int64_t index = 0;

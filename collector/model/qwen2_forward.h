@@ -225,4 +225,16 @@ md_status md_qwen2_seq_copy(md_qwen2_forward *forward, md_qwen2_seq *dst, const 
 md_status md_qwen2_step(md_qwen2_forward *forward, md_qwen2_seq *const *seqs,
                         const int32_t *tokens, int64_t n, int32_t *greedy, md_error *err);
 
+/* Runs tokens[b][0 .. lengths[b]-1] in seqs[b] (distinct, 1 <= n <=
+ * max_batch), each sequence's tokens in its own matrix products as
+ * md_qwen2_prefill runs them, and gives each one's greedy next token, the
+ * final norm and LM head run once for the n last rows (the back end's
+ * logits_rows): greedy[b] is what md_qwen2_prefill then md_qwen2_greedy of
+ * seqs[b] alone give. Afterwards md_qwen2_logits and md_qwen2_greedy fail
+ * for these sequences. Refuses what md_qwen2_prefill refuses; on a refusal
+ * the sequences before the refused one have run their tokens. */
+md_status md_qwen2_prefill_greedy(md_qwen2_forward *forward, md_qwen2_seq *const *seqs,
+                                  const int32_t *const *tokens, const int64_t *lengths,
+                                  int64_t n, int32_t *greedy, md_error *err);
+
 #endif

@@ -130,6 +130,101 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_f16_far, uint16_t, load16_f16, load16_f
 MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16_bf16_masked,
                         MD_MATVEC_PREFETCH_FAR_BYTES)
 
+/* The matrix-vector kernels above for nx vectors at once (avx512.h,
+ * md_avx512_matvec_rows_*): one pass over a row feeds up to 8 vectors, each
+ * weight vector widened once for all of them, and each (row, vector) is
+ * computed in the chains, order and reduction the one-vector kernel uses
+ * for that row: a row of [r0, r0 + 4 * quarter) in its two chains (a: the
+ * first 16 of each 32 columns and a lone step of 16; b: the second 16 and
+ * the masked rest), a row of the remainder in one chain. */
+#define MD_DEFINE_MATVEC_ROWS_AVX512(NAME, TYPE, LOAD, LOAD_MASKED)                          \
+  __attribute__((always_inline)) MD_AVX512 static inline void NAME##_group(                 \
+      float *y, int64_t y_stride, const TYPE *wr, const float *x, int64_t cols, int64_t r,    \
+      float bias, const int J) {                                                              \
+    int64_t c32 = cols & ~(int64_t)31, c = 0;                                                 \
+    __m512 a[8], b[8];                                                                        \
+    _Pragma("GCC unroll 8") for (int j = 0; j < J; j++) a[j] = b[j] = _mm512_setzero_ps();    \
+    for (; c < c32; c += 32) {                                                                \
+      __m512 wl = LOAD(wr + c), wh = LOAD(wr + c + 16);                                       \
+      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++) {                                   \
+        a[j] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x + j * cols + c), a[j]);                  \
+        b[j] = _mm512_fmadd_ps(wh, _mm512_loadu_ps(x + j * cols + c + 16), b[j]);             \
+      }                                                                                       \
+    }                                                                                         \
+    if (c + 16 <= cols) {                                                                     \
+      __m512 wl = LOAD(wr + c);                                                               \
+      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                     \
+        a[j] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x + j * cols + c), a[j]);                  \
+      c += 16;                                                                                \
+    }                                                                                         \
+    if (c < cols) {                                                                           \
+      __mmask16 m = first_lanes(cols - c);                                                    \
+      __m512 wm = LOAD_MASKED(wr + c, m);                                                     \
+      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                     \
+        b[j] = _mm512_fmadd_ps(wm, _mm512_maskz_loadu_ps(m, x + j * cols + c), b[j]);         \
+    }                                                                                         \
+    _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                       \
+      y[j * y_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[j], b[j])) + bias;           \
+  }                                                                                           \
+  MD_AVX512 static float NAME##_alone(const TYPE *wr, const float *x, int64_t cols) {         \
+    int64_t c16 = cols & ~(int64_t)15, c = 0;                                                 \
+    __m512 a = _mm512_setzero_ps();                                                           \
+    for (; c < c16; c += 16) a = _mm512_fmadd_ps(LOAD(wr + c), _mm512_loadu_ps(x + c), a);    \
+    if (c < cols) {                                                                           \
+      __mmask16 m = first_lanes(cols - c);                                                    \
+      a = _mm512_fmadd_ps(LOAD_MASKED(wr + c, m), _mm512_maskz_loadu_ps(m, x + c), a);        \
+    }                                                                                         \
+    return _mm512_reduce_add_ps(a);                                                           \
+  }                                                                                           \
+  MD_AVX512 void NAME(float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t nx,  \
+                      int64_t r0, int64_t r1, int64_t cols, const float *bias) {              \
+    int64_t paired_end = r0 + 4 * ((r1 - r0) / 4);                                            \
+    for (int64_t r = r0; r < paired_end; r++) {                                               \
+      const TYPE *wr = w + r * cols;                                                          \
+      float br = bias ? bias[r] : 0.0f;                                                       \
+      int64_t j = 0;                                                                          \
+      for (; j + 8 <= nx; j += 8) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 8); \
+      if (j + 4 <= nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 4), j += 4; \
+      if (j + 2 <= nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 2), j += 2; \
+      if (j < nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 1);  \
+    }                                                                                         \
+    for (int64_t r = paired_end; r < r1; r++)                                                 \
+      for (int64_t j = 0; j < nx; j++)                                                        \
+        y[j * y_stride + r] = NAME##_alone(w + r * cols, x + j * cols, cols) + (bias ? bias[r] : 0.0f); \
+  }
+
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f32, float, load16_f32, load16_f32_masked)
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f16, uint16_t, load16_f16, load16_f16_masked)
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_bf16, uint16_t, load16_bf16, load16_bf16_masked)
+
+MD_AVX512 size_t md_avx512_argmax(const float *v, size_t n) {
+  if (n == 0 || v[0] != v[0]) return 0; /* NaN first: nothing compares greater */
+  /* The largest value that is not NaN (NaN lanes masked to -inf). */
+  __m512 best = _mm512_set1_ps(v[0]);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = _mm512_loadu_ps(v + i);
+    __mmask16 ordered = _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q);
+    best = _mm512_mask_max_ps(best, ordered, best, x);
+  }
+  if (i < n) {
+    __mmask16 m = first_lanes((int64_t)(n - i));
+    __m512 x = _mm512_maskz_loadu_ps(m, v + i);
+    __mmask16 ordered = _mm512_mask_cmp_ps_mask(m, x, x, _CMP_ORD_Q);
+    best = _mm512_mask_max_ps(best, ordered, best, x);
+  }
+  __m512 all = _mm512_set1_ps(_mm512_reduce_max_ps(best));
+  /* The first element equal to it (== : -0 equals +0, as the scalar
+   * loop's "strictly greater" keeps the first). */
+  for (i = 0; i + 16 <= n; i += 16) {
+    __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), all, _CMP_EQ_OQ);
+    if (eq) return i + (size_t)__builtin_ctz((unsigned)eq);
+  }
+  __mmask16 m = first_lanes((int64_t)(n - i));
+  __mmask16 eq = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, v + i), all, _CMP_EQ_OQ);
+  return eq ? i + (size_t)__builtin_ctz((unsigned)eq) : 0;
+}
+
 MD_AVX512 void md_avx512_to_f32(float *dst, const uint16_t *src, size_t count, int bf16) {
   size_t i = 0;
   for (; i + 16 <= count; i += 16)

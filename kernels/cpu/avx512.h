@@ -47,6 +47,17 @@ void md_avx512_matvec_f16_far(float *y, const uint16_t *w, const float *x, int64
                               int64_t cols, const float *bias);
 void md_avx512_matvec_bf16_far(float *y, const uint16_t *w, const float *x, int64_t r0,
                                int64_t r1, int64_t cols, const float *bias);
+/* The kernels above for nx vectors x + j * cols (j < nx) into y + j *
+ * y_stride, rows [r0, r1): each (row, vector) has the bits the one-vector
+ * kernel gives it for the same [r0, r1) (a batched decode step,
+ * md_cpu_matvec_rows). */
+void md_avx512_matvec_rows_f32(float *y, int64_t y_stride, const float *w, const float *x,
+                               int64_t nx, int64_t r0, int64_t r1, int64_t cols, const float *bias);
+void md_avx512_matvec_rows_f16(float *y, int64_t y_stride, const uint16_t *w, const float *x,
+                               int64_t nx, int64_t r0, int64_t r1, int64_t cols, const float *bias);
+void md_avx512_matvec_rows_bf16(float *y, int64_t y_stride, const uint16_t *w, const float *x,
+                                int64_t nx, int64_t r0, int64_t r1, int64_t cols,
+                                const float *bias);
 
 /* dst[i] = src[i] widened to f32 for i < count; bf16 nonzero: BF16 bits,
  * else F16 bits. */
@@ -57,6 +68,11 @@ void md_avx512_softmax(float *x, int64_t n);
 
 /* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i]. */
 void md_avx512_silu_mul(float *gate, const float *up, size_t n);
+
+/* The index of the first largest of v[0 .. n-1] as the loop "best = 0; for
+ * each i, if v[i] > v[best] then best = i" finds it: NaNs are never chosen
+ * (and v[0] NaN gives 0), and of equal values (-0 and +0 alike) the first. */
+size_t md_avx512_argmax(const float *v, size_t n);
 
 /* Decode attention's products for one KV head and a block of keys (see
  * md_cpu_decode_scores / md_cpu_decode_values in cpu_internal.h); hd a

@@ -712,10 +712,7 @@ static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *
                             md_error *err) {
   if (n == 0 || n > v->n)
     return md_fail(err, MD_E_INVALID, "cpu kernels: argmax over %zu of %zu floats", n, v->n);
-  size_t best = 0;
-  for (size_t i = 1; i < n; i++)
-    if (v->data[i] > v->data[best]) best = i;
-  *index = (int64_t)best;
+  *index = (int64_t)md_cpu_argmax(cpu(k)->isa, v->data, n);
   return cpu_sync(k, err);
 }
 

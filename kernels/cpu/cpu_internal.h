@@ -122,6 +122,11 @@ void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, 
 /* Converts one element of a weight in its file dtype. */
 float md_cpu_weight_at(const void *w, md_dtype dtype, size_t index);
 
+/* The index of the first largest of v[0 .. n-1] (0 for n = 0): the loop
+ * "best = 0; if v[i] > v[best] then best = i" (torch.argmax's choice for
+ * ties; NaNs never chosen, v[0] NaN gives 0), vectorized on the avx512 path. */
+size_t md_cpu_argmax(md_cpu_isa isa, const float *v, size_t n);
+
 /* In place: x = exp(x - max x) / sum; fp32 like torch.softmax. */
 void md_cpu_softmax(md_cpu_isa isa, float *x, int64_t n);
 

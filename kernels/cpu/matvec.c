@@ -287,6 +287,26 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
   }
 }
 
+typedef void (*matvec_rows_fn)(float *, int64_t, const void *, const float *, int64_t, int64_t,
+                               int64_t, int64_t, const float *);
+
+/* The kernel that runs several vectors through a row at once where the
+ * path has one (AVX-512), else NULL (the one-vector kernel, vector by
+ * vector). */
+static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    switch (dtype) {
+    case MD_DTYPE_F32: return (matvec_rows_fn)md_avx512_matvec_rows_f32;
+    case MD_DTYPE_F16: return (matvec_rows_fn)md_avx512_matvec_rows_f16;
+    case MD_DTYPE_BF16: return (matvec_rows_fn)md_avx512_matvec_rows_bf16;
+    }
+  }
+#endif
+  (void)isa, (void)dtype;
+  return NULL;
+}
+
 /* Rows of a batched product's piece: at most this many weight bytes, so
  * that the piece is read from memory once and from the core's L2 for the
  * other rows of x. */
@@ -318,12 +338,18 @@ void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *ou
   }
   int64_t pieces = first[count];
   if (pieces < team) team = (int)(pieces > 0 ? pieces : 1);
+  matvec_rows_fn wide[MD_CPU_MATVEC_MAX_SHARED];
+  for (int i = 0; i < count; i++) wide[i] = pick_matvec_rows(isa, outs[i].dtype);
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
   for (int64_t p = 0; p < pieces; p++) {
     int i = 0;
     while (p >= first[i + 1]) i++;
     const md_cpu_matvec_out *o = &outs[i];
     int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
+    if (wide[i]) {
+      wide[i](o->y, o->rows, o->w, x, n, r0, r1, cols, o->bias);
+      continue;
+    }
     for (int64_t b = 0; b < n; b++)
       kernels[i](o->y + b * o->rows, o->w, x + b * cols, r0, r1, cols, o->bias);
   }

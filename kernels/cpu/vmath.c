@@ -124,3 +124,14 @@ void md_cpu_silu_mul(md_cpu_isa isa, float *gate, const float *up, size_t n) {
   (void)isa;
   for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
+
+size_t md_cpu_argmax(md_cpu_isa isa, const float *v, size_t n) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) return md_avx512_argmax(v, n);
+#endif
+  (void)isa;
+  size_t best = 0;
+  for (size_t i = 1; i < n; i++)
+    if (v[i] > v[best]) best = i;
+  return best;
+}

@@ -94,6 +94,87 @@ static void test_matvec(md_cpu_isa isa) {
     }
 }
 
+/* md_cpu_argmax against the loop it stands for: random values with ties,
+ * NaNs (first and elsewhere), -0 before +0, infinities, every length to 70
+ * and a vocabulary's. */
+static void test_argmax(md_cpu_isa isa) {
+  enum { N = 151936 };
+  float *v = malloc(N * sizeof(float));
+  for (int trial = 0; trial < 400; trial++) {
+    size_t n = trial < 71 ? (size_t)trial : trial < 390 ? (size_t)(1 + rand() % 5000) : N;
+    for (size_t i = 0; i < n; i++) {
+      int kind = rand() % 20;
+      v[i] = kind == 0 ? NAN : kind == 1 ? 3.0f : kind == 2 ? -0.0f : kind == 3 ? 0.0f
+             : kind == 4 ? -INFINITY : uniform(-4.0f, 2.0f);
+    }
+    if (trial % 7 == 3 && n > 0) v[0] = NAN;
+    if (trial % 11 == 5) for (size_t i = 0; i < n; i++) v[i] = i % 3 ? 0.0f : -0.0f;
+    size_t want = 0;
+    for (size_t i = 1; i < n; i++)
+      if (v[i] > v[want]) want = i;
+    size_t got = md_cpu_argmax(isa, v, n);
+    CHECK_MSG(got == want, "argmax isa %d, n %zu: %zu, the loop %zu", (int)isa, n, got, want);
+  }
+  free(v);
+}
+
+/* md_cpu_matvec_rows (a batched decode step's products): row b of each y
+ * is, bit for bit, what md_cpu_matvec_shared gives x's row b alone, for 1
+ * to 13 rows (the AVX-512 kernel's groups of 8, 4, 2 and 1 vectors), on 1
+ * and 3 threads, every dtype, widths with and without a remainder of 16
+ * and 32 columns, matrices cut into several pieces with a remainder of
+ * rows (the one-chain path) and one of a single row. */
+static void test_matvec_rows(md_cpu_isa isa) {
+  const int64_t widths[] = {64, 37, 1013};
+  const int64_t rows[] = {1031, 7, 1};
+  const md_dtype dtypes[] = {MD_DTYPE_BF16, MD_DTYPE_F32, MD_DTYPE_F16};
+  enum { MAX_X = 13 };
+  for (size_t wi = 0; wi < 3; wi++) {
+    int64_t cols = widths[wi];
+    float *x = malloc((size_t)(MAX_X * cols) * sizeof(float));
+    for (int64_t c = 0; c < MAX_X * cols; c++) x[c] = uniform(-2.0f, 2.0f);
+    void *w[3];
+    float *bias[3], *want[3], *got[3];
+    md_cpu_matvec_out outs[3], alone[3];
+    for (int i = 0; i < 3; i++) {
+      size_t n = (size_t)(rows[i] * cols);
+      w[i] = malloc(n * 4 + 4);
+      for (size_t j = 0; j < n; j++) random_weight(w[i], dtypes[i], j);
+      bias[i] = malloc((size_t)rows[i] * sizeof(float));
+      for (int64_t r = 0; r < rows[i]; r++) bias[i][r] = uniform(-1.0f, 1.0f);
+      want[i] = malloc((size_t)(MAX_X * rows[i]) * sizeof(float));
+      got[i] = malloc((size_t)(MAX_X * rows[i]) * sizeof(float));
+      outs[i] = (md_cpu_matvec_out){.y = got[i], .w = w[i], .dtype = dtypes[i], .rows = rows[i],
+                                    .bias = i == 1 ? NULL : bias[i]};
+    }
+    for (int threads = 1; threads <= 3; threads += 2)
+      for (int64_t nx = 1; nx <= MAX_X; nx++) {
+        for (int64_t b = 0; b < nx; b++) {
+          for (int i = 0; i < 3; i++) {
+            alone[i] = outs[i];
+            alone[i].y = want[i] + b * rows[i];
+          }
+          md_cpu_matvec_shared(isa, threads, alone, 3, cols, x + b * cols);
+        }
+        for (int i = 0; i < 3; i++)
+          for (int64_t r = 0; r < nx * rows[i]; r++) got[i][r] = -12345.0f;
+        md_cpu_matvec_rows(isa, threads, outs, 3, cols, x, nx);
+        for (int i = 0; i < 3; i++)
+          CHECK_MSG(!memcmp(want[i], got[i], (size_t)(nx * rows[i]) * sizeof(float)),
+                    "matvec_rows isa %d, %d threads, %lld rows of x: product %d (%lld x %lld %s) "
+                    "is not md_cpu_matvec_shared's", (int)isa, threads, (long long)nx, i,
+                    (long long)rows[i], (long long)cols, md_dtype_name(dtypes[i]));
+      }
+    for (int i = 0; i < 3; i++) {
+      free(w[i]);
+      free(bias[i]);
+      free(want[i]);
+      free(got[i]);
+    }
+    free(x);
+  }
+}
+
 /* md_cpu_matvec_shared: each product's bits are md_cpu_matvec's, alone,
  * on 1 and 3 threads: a q-like matrix cut into chunks beside k/v-like ones
  * too small for more than one thread, mixed dtypes, biases on some; an
@@ -1094,6 +1175,8 @@ int main(void) {
   for (int i = 0; i < n_paths; i++) {
     md_cpu_isa isa = md_cpu_isa_of(paths[i]);
     test_matvec(isa);
+    test_matvec_rows(isa);
+    test_argmax(isa);
     test_matvec_shared(isa);
     test_softmax(isa);
     test_silu(isa);
