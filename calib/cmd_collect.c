@@ -60,6 +60,8 @@ static void print_help(FILE *out) {
       "      --page-size N      KV-cache page of a token = position / N (default " MD_DEFAULT_TEXT(MD_POLICY_PAGE_SIZE_DEFAULT) ")\n"
       "      --max-steps N      cap every decode window at N steps (default: no cap)\n"
       "      --max-episodes N   collect only the first N episodes of the file\n"
+      "      --batch N          episodes collected together, one decode step for all\n"
+      "                         (default 8 on the CPU, 1 on CUDA; the same bytes)\n"
       "      --shard K/N        collect only shard K (0 to N-1) of N: a contiguous block of\n"
       "                         the episodes with about 1/N of the tokens; 'extract' reads\n"
       "                         the N run directories together (man: SHARDS)\n"

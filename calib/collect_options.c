@@ -43,6 +43,7 @@ const md_opt md_collect_option_table[] = {
     {"max-steps", 0, MD_COLLECT_OPT_MAX_STEPS, "N"},
     {"max-episodes", 0, MD_COLLECT_OPT_MAX_EPISODES, "N"},
     {"shard", 0, MD_COLLECT_OPT_SHARD, "K/N"},
+    {"batch", 0, MD_COLLECT_OPT_BATCH, "N"},
     {NULL, 0, 0, NULL},
 };
 
@@ -66,6 +67,10 @@ int md_collect_option(const char *command, const md_opt *opt, const char *value,
     case MD_COLLECT_OPT_MAX_EPISODES:
       if ((code = parse_count(command, "--max-episodes", value, 1, 1L << 40, &n)) < 0)
         c->max_episodes = (size_t)n;
+      break;
+    case MD_COLLECT_OPT_BATCH:
+      if ((code = parse_count(command, "--batch", value, 1, MD_COLLECT_MAX_BATCH, &n)) < 0)
+        c->batch = (size_t)n;
       break;
     case MD_COLLECT_OPT_SHARD: {
       md_error err = {0};

@@ -1,6 +1,6 @@
 /* The options of the collect stage that `collect` and `run` share (--device,
  * --threads, --layers, --heads, --page-size, --max-steps, --max-episodes,
- * --shard, --exact-gemm, --bf16-gemm, --gguf-f32, --no-cuda-graphs), with one parser so that both
+ * --shard, --batch, --exact-gemm, --bf16-gemm, --gguf-f32, --no-cuda-graphs), with one parser so that both
  * validate them alike. */
 #ifndef MD_CALIB_COLLECT_OPTIONS_H
 #define MD_CALIB_COLLECT_OPTIONS_H
@@ -22,6 +22,7 @@ enum {
   MD_COLLECT_OPT_GGUF_F32,
   MD_COLLECT_OPT_CUDA_GRAPHS,
   MD_COLLECT_OPT_NO_CUDA_GRAPHS,
+  MD_COLLECT_OPT_BATCH,
 };
 
 /* The table of these options (calib/options.h), ids MD_COLLECT_OPT_*. */

@@ -83,6 +83,14 @@ typedef struct md_collect_progress {
   double elapsed_seconds;      /* since md_collect was called */
 } md_collect_progress;
 
+/* collect --batch's default on a back end with batched products (kernels.h,
+ * matmul_rows): a decode step of a real model reads its weights once for 8
+ * episodes, where the KV caches of 8 episodes of a few thousand positions
+ * still fit the memory of a laptop (0.5B: 12 KiB per position each). */
+#define MD_COLLECT_DEFAULT_BATCH 8
+/* The most episodes collected together. */
+#define MD_COLLECT_MAX_BATCH 256
+
 typedef void (*md_collect_progress_fn)(void *context, const md_collect_progress *progress);
 typedef void (*md_collect_warning_fn)(void *context, const char *message);
 
@@ -105,6 +113,10 @@ typedef struct md_collect_options {
   bool skip_invalid;           /* skip (and report) invalid or over-long episodes */
   bool reproducible;           /* no "created" timestamp in run.json */
   md_shard shard;              /* collect only shard K of N; count 0 = the whole plan */
+  size_t batch;                /* episodes collected together, one decode step for all
+                                  (md_qwen2_step); 0 = MD_COLLECT_DEFAULT_BATCH where the
+                                  back end multiplies batched rows (the CPU's), else 1.
+                                  The run directory's bytes do not depend on it. */
   md_collect_progress_fn progress; /* may be NULL */
   md_collect_warning_fn on_warning; /* skipped episodes, checkpoint notes; may be NULL */
   void *context;               /* passed to both callbacks */

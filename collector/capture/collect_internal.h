@@ -53,6 +53,12 @@ typedef struct collect_run {
   md_kbuf *capture[2];         /* [max_positions] each: two, so a step's row can be
                                   read back while the next step accumulates */
   float *rows[2];              /* host copies of the rows, [max_positions] each */
+  /* episodes collected together (options.batch resolved); with more than
+   * one, a sequence, a capture buffer and a host row for each */
+  size_t batch;
+  md_qwen2_seq **seqs;
+  md_kbuf **batch_capture;
+  float **batch_rows;
   md_collect_progress progress;
   size_t collected;
 } collect_run;

@@ -33,6 +33,14 @@ void md_collect_run_free(collect_run *run) {
     if (k && run->capture[i]) k->ops->buf_free(k, run->capture[i]);
     free(run->rows[i]);
   }
+  for (size_t i = 0; i < run->batch; i++) {
+    if (run->batch_capture && run->batch_capture[i]) k->ops->buf_free(k, run->batch_capture[i]);
+    if (run->batch_rows) free(run->batch_rows[i]);
+    if (run->seqs && i > 0) md_qwen2_seq_free(run->forward, run->seqs[i]);
+  }
+  free(run->batch_capture);
+  free(run->batch_rows);
+  free(run->seqs);
   md_qwen2_forward_free(run->forward);
   md_manifest_close(run->manifest);
   md_run_record_free(run->record);
@@ -56,6 +64,9 @@ static md_status check_options(const md_collect_options *o, md_error *err) {
                    "are required");
   if (o->page_size < 0) return md_fail(err, MD_E_INVALID, "page size %d must be positive", o->page_size);
   if (o->threads < 0) return md_fail(err, MD_E_INVALID, "thread count %d is negative", o->threads);
+  if (o->batch > MD_COLLECT_MAX_BATCH)
+    return md_fail(err, MD_E_INVALID, "--batch %zu: at most %d episodes are collected together",
+                   o->batch, MD_COLLECT_MAX_BATCH);
   if (o->shard.count && (o->shard.count > MD_SHARD_COUNT_MAX || o->shard.index >= o->shard.count))
     return md_fail(err, MD_E_INVALID, "shard %zu/%zu: K must be below N, N at most %d",
                    o->shard.index, o->shard.count, MD_SHARD_COUNT_MAX);
@@ -501,7 +512,33 @@ static md_status prepare_forward(collect_run *run, md_error *err) {
     if (s == MD_OK && !(run->rows[i] = calloc(run->max_positions, sizeof(float))))
       s = md_fail(err, MD_E_NOMEM, "out of memory");
   }
-  return s;
+  if (s != MD_OK) return s;
+  size_t batch = run->options->batch;
+  if (batch == 0) batch = k->ops->matmul_rows && k->ops->buf_view ? MD_COLLECT_DEFAULT_BATCH : 1;
+  if (batch > run->n_planned) batch = run->n_planned;
+  if (batch <= 1) return MD_OK;
+  run->seqs = calloc(batch, sizeof *run->seqs);
+  run->batch_capture = calloc(batch, sizeof *run->batch_capture);
+  run->batch_rows = calloc(batch, sizeof *run->batch_rows);
+  if (!run->seqs || !run->batch_capture || !run->batch_rows)
+    return md_fail(err, MD_E_NOMEM, "out of memory");
+  run->batch = batch;
+  run->seqs[0] = md_qwen2_seq_own(run->forward);
+  for (size_t i = 0; s == MD_OK && i < batch; i++) {
+    if (i > 0) s = md_qwen2_seq_new(run->forward, &run->seqs[i], err);
+    if (s == MD_OK) s = k->ops->buf_new(k, run->max_positions, &run->batch_capture[i], err);
+    if (s == MD_OK && !(run->batch_rows[i] = calloc(run->max_positions, sizeof(float))))
+      s = md_fail(err, MD_E_NOMEM, "out of memory");
+  }
+  if (s != MD_OK) {
+    const md_qwen2_config *c = run->config;
+    double mib = (double)batch * (double)run->max_positions * (double)c->num_hidden_layers * 2.0 *
+                 (double)c->num_key_value_heads * (double)c->head_dim * 4.0 / 1048576.0;
+    return md_error_prefix(err, "collect --batch %zu: %zu KV caches of %zu positions need %.0f "
+                           "MiB; a smaller --batch needs less", batch, batch, run->max_positions,
+                           mib);
+  }
+  return MD_OK;
 }
 
 md_status md_collect_set_capture(collect_run *run, md_kbuf *received, md_error *err) {

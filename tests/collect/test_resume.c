@@ -6,7 +6,9 @@
  * run directory must be byte-identical to that of an uninterrupted run
  * (run.json, manifest.csv, every attn/ and prefill/ file, and no other
  * file: no leftover temporary). Also: resuming a complete run changes
- * nothing; a half-written episode is never taken as complete.
+ * nothing; a half-written episode is never taken as complete. The kills
+ * are repeated with the episodes collected together (--batch 3), against
+ * the run collected one at a time.
  *
  *   test_resume OUT_DIR      (a scratch directory of the build tree)
  *
@@ -46,8 +48,12 @@ static void kill_at(void *context, const md_collect_progress *progress) {
     raise(SIGKILL);
 }
 
+/* Episodes collected together in the child (collect --batch). */
+static size_t batch = 1;
+
 static void set_options(md_collect_options *o, const char *out) {
   md_collect_options_init(o);
+  o->batch = batch;
   o->model_dir = model_dir;
   o->traces_path = traces;
   o->out_dir = out;
@@ -159,6 +165,17 @@ static const kill_point POINTS[] = {
     {"after the last episode, before complete", MD_COLLECT_EPISODE_DONE, 3},
 };
 
+/* The same with the 3 episodes collected together (--batch 3): the steps
+ * are the batch's, the files are finished in order after them. */
+static const kill_point BATCH_POINTS[] = {
+    {"batched, during the second prefill", MD_COLLECT_EPISODE_BEGIN, 2},
+    {"batched, after the third prefill file", MD_COLLECT_PREFILL, 3},
+    {"batched, mid-decode, step 9", MD_COLLECT_STEP, 9},
+    {"batched, after episode 1's npy files, before its rows", MD_COLLECT_EPISODE_FILES, 1},
+    {"batched, after episode 2's rows, before run.json", MD_COLLECT_EPISODE_ROWS, 2},
+    {"batched, after episode 2", MD_COLLECT_EPISODE_DONE, 2},
+};
+
 static void check_crash_and_resume(const char *base, const char *reference, const kill_point *p,
                                    int index) {
   char out[4096];
@@ -221,6 +238,9 @@ int main(int argc, char **argv) {
 
   for (size_t i = 0; i < sizeof POINTS / sizeof POINTS[0]; i++)
     check_crash_and_resume(base, reference, &POINTS[i], (int)i);
+  batch = 3; /* the bytes of the run collected one episode at a time */
+  for (size_t i = 0; i < sizeof BATCH_POINTS / sizeof BATCH_POINTS[0]; i++)
+    check_crash_and_resume(base, reference, &BATCH_POINTS[i], (int)(100 + i));
   remove_tree(reference);
   remove_tree(model_dir);
   return md_test_finish("test_resume");
