@@ -131,40 +131,64 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
                         MD_MATVEC_PREFETCH_FAR_BYTES)
 
 /* The matrix-vector kernels above for nx vectors at once (avx512.h,
- * md_avx512_matvec_rows_*): one pass over a row feeds up to 8 vectors, each
- * weight vector widened once for all of them, and each (row, vector) is
- * computed in the chains, order and reduction the one-vector kernel uses
- * for that row: a row of [r0, r0 + 4 * quarter) in its two chains (a: the
- * first 16 of each 32 columns and a lone step of 16; b: the second 16 and
- * the masked rest), a row of the remainder in one chain. */
+ * md_avx512_matvec_rows_*), each (row, vector) computed in the chains,
+ * order and reduction the one-vector kernel uses for that row: a row of
+ * [r0, r0 + 4 * quarter) in its two chains (a: the first 16 of each 32
+ * columns and a lone step of 16; b: the second 16 and the masked rest,
+ * then the sum of the two reduced), a row of the remainder in one chain.
+ * The two chains of a row are independent, so they are computed one after
+ * the other: a block of 4 rows and up to 6 vectors keeps its 24 sums of
+ * one chain in registers, each weight vector widened once for 6 products
+ * and each vector of x loaded once for 4 (the arithmetic, not the loads,
+ * sets the pace). */
 #define MD_DEFINE_MATVEC_ROWS_AVX512(NAME, TYPE, LOAD, LOAD_MASKED)                          \
-  __attribute__((always_inline)) MD_AVX512 static inline void NAME##_group(                 \
-      float *y, int64_t y_stride, const TYPE *wr, const float *x, int64_t cols, int64_t r,    \
-      float bias, const int J) {                                                              \
-    int64_t c32 = cols & ~(int64_t)31, c = 0;                                                 \
-    __m512 a[8], b[8];                                                                        \
-    _Pragma("GCC unroll 8") for (int j = 0; j < J; j++) a[j] = b[j] = _mm512_setzero_ps();    \
-    for (; c < c32; c += 32) {                                                                \
-      __m512 wl = LOAD(wr + c), wh = LOAD(wr + c + 16);                                       \
-      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++) {                                   \
-        a[j] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x + j * cols + c), a[j]);                  \
-        b[j] = _mm512_fmadd_ps(wh, _mm512_loadu_ps(x + j * cols + c + 16), b[j]);             \
+  __attribute__((always_inline)) MD_AVX512 static inline void NAME##_block(                 \
+      float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t cols, int64_t r,     \
+      const float *bias, const int J) {                                                       \
+    int64_t c32 = cols & ~(int64_t)31, lone = c32 + 16 <= cols, tail = c32 + 16 * lone;       \
+    const TYPE *wr[4] = {w + r * cols, w + (r + 1) * cols, w + (r + 2) * cols,                \
+                         w + (r + 3) * cols};                                                 \
+    __m512 acc[4][6], a[4][6];                                                                \
+    /* chain a */                                                                             \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                       \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) acc[i][j] = _mm512_setzero_ps();    \
+    for (int64_t c = 0; c < c32 + 32 * lone; c += 32) {                                       \
+      __m512 wv[4];                                                                           \
+      _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) wv[i] = LOAD(wr[i] + c);            \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) {                                   \
+        __m512 xv = _mm512_loadu_ps(x + j * cols + c);                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                   \
+          acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);                                  \
       }                                                                                       \
     }                                                                                         \
-    if (c + 16 <= cols) {                                                                     \
-      __m512 wl = LOAD(wr + c);                                                               \
-      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                     \
-        a[j] = _mm512_fmadd_ps(wl, _mm512_loadu_ps(x + j * cols + c), a[j]);                  \
-      c += 16;                                                                                \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                       \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) a[i][j] = acc[i][j];                \
+    /* chain b */                                                                             \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                       \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) acc[i][j] = _mm512_setzero_ps();    \
+    for (int64_t c = 16; c < c32; c += 32) {                                                  \
+      __m512 wv[4];                                                                           \
+      _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) wv[i] = LOAD(wr[i] + c);            \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) {                                   \
+        __m512 xv = _mm512_loadu_ps(x + j * cols + c);                                        \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                   \
+          acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);                                  \
+      }                                                                                       \
     }                                                                                         \
-    if (c < cols) {                                                                           \
-      __mmask16 m = first_lanes(cols - c);                                                    \
-      __m512 wm = LOAD_MASKED(wr + c, m);                                                     \
-      _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                     \
-        b[j] = _mm512_fmadd_ps(wm, _mm512_maskz_loadu_ps(m, x + j * cols + c), b[j]);         \
+    if (tail < cols) {                                                                        \
+      __mmask16 m = first_lanes(cols - tail);                                                 \
+      __m512 wv[4];                                                                           \
+      _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) wv[i] = LOAD_MASKED(wr[i] + tail, m); \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) {                                   \
+        __m512 xv = _mm512_maskz_loadu_ps(m, x + j * cols + tail);                            \
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                   \
+          acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);                                  \
+      }                                                                                       \
     }                                                                                         \
-    _Pragma("GCC unroll 8") for (int j = 0; j < J; j++)                                       \
-      y[j * y_stride + r] = _mm512_reduce_add_ps(_mm512_add_ps(a[j], b[j])) + bias;           \
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                       \
+      _Pragma("GCC unroll 6") for (int j = 0; j < J; j++)                                     \
+        y[j * y_stride + r + i] = _mm512_reduce_add_ps(_mm512_add_ps(a[i][j], acc[i][j])) +  \
+                                  (bias ? bias[r + i] : 0.0f);                                \
   }                                                                                           \
   MD_AVX512 static float NAME##_alone(const TYPE *wr, const float *x, int64_t cols) {         \
     int64_t c16 = cols & ~(int64_t)15, c = 0;                                                 \
@@ -179,14 +203,18 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
   MD_AVX512 void NAME(float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t nx,  \
                       int64_t r0, int64_t r1, int64_t cols, const float *bias) {              \
     int64_t paired_end = r0 + 4 * ((r1 - r0) / 4);                                            \
-    for (int64_t r = r0; r < paired_end; r++) {                                               \
-      const TYPE *wr = w + r * cols;                                                          \
-      float br = bias ? bias[r] : 0.0f;                                                       \
+    for (int64_t r = r0; r < paired_end; r += 4) {                                            \
       int64_t j = 0;                                                                          \
-      for (; j + 8 <= nx; j += 8) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 8); \
-      if (j + 4 <= nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 4), j += 4; \
-      if (j + 2 <= nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 2), j += 2; \
-      if (j < nx) NAME##_group(y + j * y_stride, y_stride, wr, x + j * cols, cols, r, br, 1);  \
+      for (; j + 6 <= nx; j += 6)                                                             \
+        NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 6);          \
+      switch (nx - j) {                                                                       \
+      case 5: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 5); break; \
+      case 4: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 4); break; \
+      case 3: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 3); break; \
+      case 2: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 2); break; \
+      case 1: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 1); break; \
+      default: break;                                                                         \
+      }                                                                                       \
     }                                                                                         \
     for (int64_t r = paired_end; r < r1; r++)                                                 \
       for (int64_t j = 0; j < nx; j++)                                                        \
