@@ -12,15 +12,21 @@
 typedef struct md_device_options {
   const char *device; /* "cpu" (default when NULL), "cuda" (= "cuda:0") or "cuda:N" */
   int threads;        /* CPU threads (OpenMP, OpenBLAS); 0 = all cores */
-  bool exact_gemm;    /* CUDA: prompt (prefill) products in fp32, the CPU back
-                         end's results to fp32 rounding, instead of BF16/F16
-                         tensor cores (kernels/cuda/cuda.h, MD_CUDA_GEMM_EXACT) */
+  bool exact_gemm;    /* prompt (prefill) products in fp32: on CUDA instead of
+                         BF16/F16 tensor cores (kernels/cuda/cuda.h,
+                         MD_CUDA_GEMM_EXACT), on the CPU instead of the BF16
+                         products that are its default where
+                         md_cpu_bf16_gemm_preferred (AMD Zen 4 and 5) */
   bool no_cuda_graphs; /* CUDA: launch decode steps kernel by kernel instead of
                           replaying them as CUDA graphs (kernels/cuda/graph.c) */
   bool bf16_gemm;     /* CPU: prompt products of BF16 weights with AVX-512
                          BF16, the activations rounded to BF16
-                         (md_cpu_options.bf16_gemm); the CUDA back end's
-                         default already multiplies so, and ignores it */
+                         (md_cpu_options.bf16_gemm), also where it is not
+                         the default; the CUDA back end's default already
+                         multiplies so, and ignores it */
+  bool bf16_matrices; /* the checkpoint's weight matrices are BF16: only then
+                          are BF16 prompt products the CPU's default (on an
+                          F32 or F16 checkpoint the default stays float32) */
 } md_device_options;
 
 /* True when this build contains the CUDA back end (meson -Dcuda). */

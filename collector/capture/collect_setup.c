@@ -82,7 +82,9 @@ static md_status open_device(collect_run *run, md_error *err) {
                               .threads = o->threads,
                               .exact_gemm = o->exact_gemm,
                               .bf16_gemm = o->bf16_gemm,
-                              .no_cuda_graphs = o->no_cuda_graphs};
+                              .no_cuda_graphs = o->no_cuda_graphs,
+                              .bf16_matrices = md_qwen2_model_weights(run->model)->dtype ==
+                                               MD_DTYPE_BF16};
   md_status s = md_device_open(&device, &run->kernels, err);
   if (s != MD_OK) return s;
   snprintf(run->device_name, sizeof run->device_name, "%s", strcmp(name, "cuda") ? name : "cuda:0");
@@ -571,8 +573,8 @@ md_status md_collect_setup(collect_run *run, md_error *err) {
   planner p = {.run = run};
   md_status s = check_options(run->options, err);
   if (s == MD_OK) s = refuse_existing_run(run->options, err);
+  if (s == MD_OK) s = open_model(run, err); /* its dtype decides the device's default */
   if (s == MD_OK) s = open_device(run, err);
-  if (s == MD_OK) s = open_model(run, err);
   if (s == MD_OK) s = resolve_layers(run, err);
   if (s == MD_OK) s = plan(run, &p, err);
   if (s == MD_OK) s = prepare_dir(run, err);

@@ -167,8 +167,10 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   st->tokenizer = opened.tokenizer;
   free(opened.tokenizer_path);
   st->config = md_qwen2_model_config(st->model);
-  md_device_options device = {.device = o->device ? o->device : "cpu", .threads = o->threads,
-                              .exact_gemm = o->exact_gemm, .bf16_gemm = o->bf16_gemm};
+  md_device_options device = {
+      .device = o->device ? o->device : "cpu", .threads = o->threads,
+      .exact_gemm = o->exact_gemm, .bf16_gemm = o->bf16_gemm,
+      .bf16_matrices = md_qwen2_model_weights(st->model)->dtype == MD_DTYPE_BF16};
   if ((s = md_device_open(&device, &st->kernels, err)) != MD_OK) return s;
   /* Probes are asked as turns of the family's chat format: its markup must
    * be in the tokenizer, and its first stop token. */
@@ -962,6 +964,11 @@ static char *identity(const eval_state *st) {
   for (size_t run = 0; run < r->n_runs && used < sizeof runs; run++)
     used += (size_t)snprintf(runs + used, sizeof runs - used, "%s%s@%.17g", run ? "," : "",
                              r->run_policy[run], r->run_budget[run]);
+  /* The prompt products as computed (the CPU back end's default depends
+   * on the CPU), not as asked: a resume elsewhere must compute the same. */
+  md_kernel_facts facts = {0};
+  if (st->kernels->ops->facts) st->kernels->ops->facts(st->kernels, &facts);
+  bool bf16 = facts.prompt_products ? strcmp(facts.prompt_products, "bf16") == 0 : o->bf16_gemm;
   size_t n = 1024 + strlen(runs);
   char *text = malloc(n);
   if (text)
@@ -969,7 +976,7 @@ static char *identity(const eval_state *st) {
              "traces %.16s, config %.16s, model %.16s, episodes %.16s, device %s, threads %d%s%s, "
              "page size %d, answer tokens %zu, seed %llu, runs %s",
              r->traces_sha256, r->config_sha256, r->model_config_sha256, ids_sha, r->device,
-             r->threads, o->exact_gemm ? ", exact gemm" : "", o->bf16_gemm ? ", bf16 gemm" : "",
+             r->threads, o->exact_gemm ? ", exact gemm" : "", bf16 ? ", bf16 gemm" : "",
              r->page_size, r->max_answer_tokens, (unsigned long long)r->seed, runs);
   return text;
 }

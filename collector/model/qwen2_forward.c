@@ -921,3 +921,15 @@ md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seq
   }
   return s;
 }
+
+size_t md_qwen2_seq_bytes(const md_qwen2_config *c, int64_t capacity) {
+  size_t slots = capacity > 0 ? (size_t)capacity : 0;
+  size_t kv = (size_t)c->num_hidden_layers * 2 * (size_t)c->num_key_value_heads *
+              (size_t)c->head_dim * sizeof(float);
+  return slots * (kv + 2 * sizeof(int64_t) + 1);
+}
+
+size_t md_qwen2_step_bytes(const md_qwen2_config *c, int64_t n) {
+  size_t rows = n > 0 ? (size_t)n : 0;
+  return rows * ((size_t)c->vocab_size + (size_t)c->hidden_size) * sizeof(float);
+}

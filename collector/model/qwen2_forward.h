@@ -225,6 +225,20 @@ md_status md_qwen2_seq_copy(md_qwen2_forward *forward, md_qwen2_seq *dst, const 
 md_status md_qwen2_step(md_qwen2_forward *forward, md_qwen2_seq *const *seqs,
                         const int32_t *tokens, int64_t n, int32_t *greedy, md_error *err);
 
+/* The memory of a sequence holding `capacity` tokens: its KV cache
+ * (num_hidden_layers * 2 * num_key_value_heads * head_dim floats a slot:
+ * 12 KiB for Qwen2.5-0.5B, 28 KiB for 1.5B) and its slot bookkeeping (17
+ * bytes a slot). Pages are touched as slots fill, so a sequence costs this
+ * for the slots it has held at most. A caller capturing attention adds
+ * its capture buffer (4 bytes a slot). */
+size_t md_qwen2_seq_bytes(const md_qwen2_config *config, int64_t capacity);
+
+/* The scratch a batched step or prefill of n sequences adds to the forward
+ * state's (made on the first such step, kept for the widest): the logits
+ * of n rows and one hidden row each (4 * n * (vocab_size + hidden_size)
+ * bytes: 2.4 MiB a sequence for Qwen2.5). */
+size_t md_qwen2_step_bytes(const md_qwen2_config *config, int64_t n);
+
 /* Runs tokens[b][0 .. lengths[b]-1] in seqs[b] (distinct, 1 <= n <=
  * max_batch), each sequence's tokens in its own matrix products as
  * md_qwen2_prefill runs them, and gives each one's greedy next token, the

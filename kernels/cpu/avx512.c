@@ -8,7 +8,7 @@
  * so the fp32 activations would be rounded to bf16 first, which HF does not
  * do (it widens the bf16 weights exactly and multiplies in fp32), and the
  * decode products are bound by memory bandwidth, not by the arithmetic
- * that instruction would save. The opt-in prompt products of gemm_bf16.c
+ * that instruction would save. The BF16 prompt products of gemm_bf16.c
  * use it, where the arithmetic is the limit.
  *
  * Freestanding on purpose (see avx512.h): intrinsics only. */

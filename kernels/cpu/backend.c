@@ -868,6 +868,15 @@ static void cpu_describe(const md_kernels *k, int threads, char *text, size_t si
   if (n > 0) used = used + (size_t)n < size ? used + (size_t)n : size - 1;
   describe_choice(text, size, &used, "prompt gemm", md_kernels_cpu_gemm(k), MD_DEVICE_ENV_CPU_GEMM);
   describe_choice(text, size, &used, "weights", md_kernels_cpu_weights(k), MD_DEVICE_ENV_CPU_WEIGHTS);
+  /* What a BF16 checkpoint's prompts get by default (kernels/device.c). */
+  bool bf16 = md_kernels_cpu_bf16_gemm(k) ||
+              (md_cpu_bf16_gemm_preferred(&facts) && cpu((md_kernels *)k)->isa == MD_CPU_ISA_AVX512);
+  n = snprintf(text + used, size - used, "prompt products of a BF16 checkpoint: %s (%s)\n",
+               bf16 ? "bf16" : "fp32",
+               bf16 ? "AVX-512 BF16, the default on this CPU; --exact-gemm for float32"
+               : facts.avx512_bf16 ? "the default on this CPU; --bf16-gemm for AVX-512 BF16"
+                                   : "this CPU has no AVX-512 BF16");
+  if (n > 0) used = used + (size_t)n < size ? used + (size_t)n : size - 1;
 }
 
 /* The settings' names, each table in its enum's order. */

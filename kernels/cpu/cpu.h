@@ -3,8 +3,9 @@
  * own F32/F16/BF16 matrix-vector, attention, softmax and SiLU kernels
  * (AVX-512, AVX2+FMA, or portable C, chosen at run time), our own float32
  * GEMM for the prefill's products on the AVX2 path, and on the AVX-512
- * path when asked (gemm_f32.h, md_cpu_gemm), an opt-in
- * AVX-512 BF16 GEMM for BF16 prompts (gemm_bf16.h) and OpenMP over output
+ * path when asked (gemm_f32.h, md_cpu_gemm), an AVX-512 BF16 GEMM for
+ * BF16 prompts (gemm_bf16.h; the device layer's default on AMD Zen 4 and 5,
+ * md_cpu_bf16_gemm_preferred) and OpenMP over output
  * rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
 #define MD_KERNELS_CPU_CPU_H
@@ -131,9 +132,9 @@ typedef struct md_cpu_facts {
                         AMD Zen 3/4 are family 25, Zen 5 26); 0 off x86 */
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
-  bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; used only by the
-                       opt-in md_cpu_options.bf16_gemm (avx512.c says why
-                       not by default) */
+  bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; used only by
+                       md_cpu_options.bf16_gemm (the prompt products; on by
+                       default where md_cpu_bf16_gemm_preferred) */
 } md_cpu_facts;
 
 /* The facts as words, for `devices`: "avx avx2 fma f16c avx512f ...",
@@ -147,5 +148,12 @@ const char *md_cpu_vendor_name(md_cpu_vendor vendor);
 /* Reads the facts of the CPU this runs on: the CPUID reading that also
  * picks the back end's own kernels (md_cpu_detect_isa). */
 md_cpu_facts md_cpu_read_facts(void);
+
+/* Whether BF16 prompt products (md_cpu_options.bf16_gemm) are the default
+ * on this CPU: an AMD CPU with AVX-512 BF16 (Zen 4 and 5), whose
+ * vdpbf16ps runs at twice the float32 FMA rate (prompts 1.6x faster,
+ * bench/README.md); not the Intel Xeons measured, where it was no faster.
+ * The user's --exact-gemm keeps float32. */
+bool md_cpu_bf16_gemm_preferred(const md_cpu_facts *facts);
 
 #endif

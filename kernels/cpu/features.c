@@ -74,6 +74,11 @@ bool md_cpu_amd_zen5_or_later(const md_cpu_facts *f) {
   return f->vendor == MD_CPU_VENDOR_AMD && f->family >= 26;
 }
 
+bool md_cpu_bf16_gemm_preferred(const md_cpu_facts *f) {
+  return f->vendor == MD_CPU_VENDOR_AMD && f->avx512_bf16 && f->avx512f && f->avx512bw &&
+         f->avx512vl && f->avx512dq;
+}
+
 bool md_cpu_amd_zen5_or_later_once(void) {
   /* 0: not read yet, 1: no, 2: yes. Racing first readers both read CPUID
    * and store the same value. */

@@ -1,6 +1,7 @@
 /* The prompt's matrix products with AVX-512 BF16 (kernels/cpu/gemm_bf16.c):
- * the CPU back end's opt-in "bf16 GEMM" (md_cpu_options.bf16_gemm), for
- * BF16 weights only. Not HF's arithmetic: the float32 activations are
+ * the CPU back end's "bf16 GEMM" (md_cpu_options.bf16_gemm; on by default
+ * for BF16 checkpoints on AMD Zen 4 and 5, kernels/device.c), for BF16
+ * weights only. Not HF's arithmetic: the float32 activations are
  * rounded to bf16 (nearest even) before they are multiplied, as llama.cpp
  * does on such CPUs and as the CUDA back end's default tensor-core products
  * do, so results move by about 1e-3 relative against the float32 path.
