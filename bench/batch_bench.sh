@@ -48,7 +48,7 @@ config=data/golden/qwen2-tiny-agent-450.json
 seconds() {
   _t0=$(date +%s.%N)
   "$@" >/dev/null 2>&1
-  echo "$(date +%s.%N) - $_t0" | bc | sed 's/^\./0./'
+  printf '%.2f\n' "$(echo "$(date +%s.%N) - $_t0" | bc)"
 }
 
 echo "== threads (demo run, then demo eval; seconds)"

@@ -203,19 +203,24 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
   MD_AVX512 void NAME(float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t nx,  \
                       int64_t r0, int64_t r1, int64_t cols, const float *bias) {              \
     int64_t paired_end = r0 + 4 * ((r1 - r0) / 4);                                            \
-    for (int64_t r = r0; r < paired_end; r += 4) {                                            \
-      int64_t j = 0;                                                                          \
-      for (; j + 6 <= nx; j += 6)                                                             \
-        NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 6);          \
-      switch (nx - j) {                                                                       \
-      case 5: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 5); break; \
-      case 4: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 4); break; \
-      case 3: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 3); break; \
-      case 2: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 2); break; \
-      case 1: NAME##_block(y + j * y_stride, y_stride, w, x + j * cols, cols, r, bias, 1); break; \
-      default: break;                                                                         \
+    /* the vectors in blocks of at most 6, as even as they go (8 = 4 + 4,   \
+     * not 6 + 2: a block of 2 widens 4 weight vectors for 8 products) */    \
+    int64_t blocks = (nx + 5) / 6;                                                            \
+    for (int64_t r = r0; r < paired_end; r += 4)                                              \
+      for (int64_t b = 0, j = 0; b < blocks; b++) {                                           \
+        int64_t size = (nx - j + (blocks - b) - 1) / (blocks - b);                            \
+        float *yj = y + j * y_stride;                                                         \
+        const float *xj = x + j * cols;                                                       \
+        switch (size) {                                                                       \
+        case 6: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 6); break;                   \
+        case 5: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 5); break;                   \
+        case 4: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 4); break;                   \
+        case 3: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 3); break;                   \
+        case 2: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 2); break;                   \
+        default: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 1); break;                  \
+        }                                                                                     \
+        j += size;                                                                            \
       }                                                                                       \
-    }                                                                                         \
     for (int64_t r = paired_end; r < r1; r++)                                                 \
       for (int64_t j = 0; j < nx; j++)                                                        \
         y[j * y_stride + r] = NAME##_alone(w + r * cols, x + j * cols, cols) + (bias ? bias[r] : 0.0f); \
