@@ -86,7 +86,7 @@ typedef struct md_collect_progress {
 /* collect --batch's default on a back end with batched products (kernels.h,
  * matmul_rows): a decode step of a real model reads its weights once for 8
  * episodes, where the KV caches of 8 episodes of a few thousand positions
- * still fit the memory of a laptop (0.5B: 12 KiB per position each). */
+ * still fit the memory of a laptop (0.5B: 24 KiB per position each). */
 #define MD_COLLECT_DEFAULT_BATCH 8
 /* The most episodes collected together. */
 #define MD_COLLECT_MAX_BATCH 256

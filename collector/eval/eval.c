@@ -893,16 +893,22 @@ static md_status run_group(eval_state *st, size_t episode, size_t first, size_t 
     capture.received = st->received[i];
     s = md_qwen2_set_capture(st->forward, &capture, err);
   }
-  double t0 = now_seconds();
-  for (size_t c = 0; s == MD_OK && c < e->n_chunks; c++)
+  /* Progress after every chunk and step (the consumer throttles). */
+  for (size_t c = 0; s == MD_OK && c < e->n_chunks; c++) {
+    double t0 = now_seconds();
     s = group_chunk(st, &g, e, e->chunks[c].begin, e->chunks[c].end, err);
-  st->progress.prefill_seconds += now_seconds() - t0;
-  st->progress.prompt_tokens_done += e->tokens.prompt_tokens * count;
-  t0 = now_seconds();
+    st->progress.prefill_seconds += now_seconds() - t0;
+    st->progress.prompt_tokens_done += (e->chunks[c].end - e->chunks[c].begin) * count;
+    if (s == MD_OK) report(st, MD_COLLECT_PREFILL, e->trace.id);
+  }
   size_t P = e->tokens.prompt_tokens, total = md_episode_positions(&e->tokens);
-  for (size_t i = P; s == MD_OK && i < total; i++) s = group_decode(st, &g, e, i, err);
-  st->progress.decode_seconds += now_seconds() - t0;
-  st->progress.decode_steps_done += e->tokens.decode_steps * count;
+  for (size_t i = P; s == MD_OK && i < total; i++) {
+    double t0 = now_seconds();
+    s = group_decode(st, &g, e, i, err);
+    st->progress.decode_seconds += now_seconds() - t0;
+    st->progress.decode_steps_done += count;
+    if (s == MD_OK) report(st, MD_COLLECT_STEP, e->trace.id);
+  }
   for (size_t i = 0; i < st->group; i++) {
     md_qwen2_select(st->forward, st->seqs[i]);
     md_qwen2_set_capture(st->forward, NULL, NULL);
@@ -1021,8 +1027,6 @@ md_status md_eval(const md_eval_options *options, md_eval_results *results, md_e
     for (size_t run = 0; s == MD_OK && run < results->n_runs; run += st.group) {
       size_t count = results->n_runs - run < st.group ? results->n_runs - run : st.group;
       s = run_group(&st, e, run, count, err);
-      for (size_t i = 0; s == MD_OK && i < count; i++)
-        report(&st, MD_COLLECT_STEP, st.episodes[e].trace.id);
     }
     if (s == MD_OK && record) s = md_eval_record_append(record, results, e, err);
     if (s == MD_OK) {

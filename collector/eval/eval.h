@@ -92,8 +92,9 @@ typedef struct md_eval_options {
   const char *record_path;    /* NULL, or the record of finished episodes to keep
                                  (io/formats/eval_record.h; eval's RESULTS.record) */
   bool resume;                /* restore the record's episodes and run only the others */
-  /* progress: event START / EPISODE_BEGIN / STEP (a run of a policy and budget done,
-     decode_steps_done counting the continuation tokens fed) / EPISODE_DONE / FINISH */
+  /* progress: event START / EPISODE_BEGIN / PREFILL (a prompt chunk of the runs stepped
+     together, prompt_tokens_done counting each run's tokens) / STEP (a decode step of
+     them, decode_steps_done counting each run's) / EPISODE_DONE / FINISH */
   md_collect_progress_fn progress;
   md_collect_warning_fn on_warning;
   void *context;

@@ -227,7 +227,7 @@ md_status md_qwen2_step(md_qwen2_forward *forward, md_qwen2_seq *const *seqs,
 
 /* The memory of a sequence holding `capacity` tokens: its KV cache
  * (num_hidden_layers * 2 * num_key_value_heads * head_dim floats a slot:
- * 12 KiB for Qwen2.5-0.5B, 28 KiB for 1.5B) and its slot bookkeeping (17
+ * 24 KiB for Qwen2.5-0.5B, 56 KiB for 1.5B) and its slot bookkeeping (17
  * bytes a slot). Pages are touched as slots fill, so a sequence costs this
  * for the slots it has held at most. A caller capturing attention adds
  * its capture buffer (4 bytes a slot). */
