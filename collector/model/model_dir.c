@@ -9,14 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/files/mapped_file.h"
+
 static bool is_directory(const char *path) {
   struct stat info;
   return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
-}
-
-static bool is_file(const char *path) {
-  struct stat info;
-  return stat(path, &info) == 0 && S_ISREG(info.st_mode);
 }
 
 static bool is_gguf_name(const char *name) {
@@ -29,7 +26,7 @@ static bool is_gguf_name(const char *name) {
  * malloc'd into *resolved. */
 static md_status resolve(const char *path, char **resolved, md_error *err) {
   *resolved = NULL;
-  if (is_file(path)) {
+  if (md_is_regular_file(path)) {
     if (!is_gguf_name(path))
       return md_fail(err, MD_E_INVALID, "model '%s' is a file but not a .gguf file (give a Hugging "
                      "Face checkpoint directory or a GGUF file)", path);
@@ -113,7 +110,7 @@ md_status md_model_identity(const char *model, char sha256[MD_SHA256_HEX], md_er
   char *path = NULL;
   md_status s = resolve(model, &path, err);
   if (s != MD_OK) return s;
-  if (is_file(path)) {
+  if (md_is_regular_file(path)) {
     s = md_sha256_file(path, sha256, err);
   } else {
     size_t size = strlen(path) + sizeof "/config.json";

@@ -16,6 +16,7 @@
 #include "collector/model/qwen2_gguf.h"
 #include "io/formats/gguf.h"
 #include "io/formats/safetensors.h"
+#include "io/files/mapped_file.h"
 
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
@@ -45,11 +46,6 @@ static char *join_path(const char *dir, const char *name) {
   char *path = malloc(len);
   if (path) snprintf(path, len, "%s/%s", dir, name);
   return path;
-}
-
-static bool is_file(const char *path) {
-  struct stat info;
-  return stat(path, &info) == 0 && S_ISREG(info.st_mode);
 }
 
 static md_status add_warning(md_qwen2_model *model, md_error *err, const char *fmt, ...)
@@ -84,7 +80,7 @@ static md_status add_shard(md_qwen2_model *model, const char *name, md_error *er
     return md_fail(err, MD_E_NOMEM, "%s: out of memory", model->dir);
   }
   md_status status = MD_OK;
-  if (model->index_path && !is_file(path)) {
+  if (model->index_path && !md_is_regular_file(path)) {
     status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: shard %s named in the index does not exist",
                      model->index_path, name);
   } else {
@@ -160,16 +156,16 @@ static md_status open_checkpoint_files(md_qwen2_model *model, md_error *err) {
     free(single);
     return md_fail(err, MD_E_NOMEM, "%s: out of memory", model->dir);
   }
-  bool have_single = is_file(single);
+  bool have_single = md_is_regular_file(single);
   free(single);
   if (have_single) {
     free(model->index_path);
     model->index_path = NULL;
     return add_shard(model, SINGLE_FILE, err);
   }
-  if (is_file(model->index_path)) return open_index(model, err);
+  if (md_is_regular_file(model->index_path)) return open_index(model, err);
   char *pickle = join_path(model->dir, "pytorch_model.bin");
-  bool have_pickle = pickle && is_file(pickle);
+  bool have_pickle = pickle && md_is_regular_file(pickle);
   free(pickle);
   return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: no %s or %s%s", model->dir, SINGLE_FILE, INDEX_FILE,
                  have_pickle ? " (pytorch_model.bin is not read: only safetensors checkpoints "
@@ -456,7 +452,7 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static md_status open_model(md_qwen2_model *model, md_error *err) {
-  if (ends_with(model->dir, ".gguf") && is_file(model->dir)) return open_gguf(model, err);
+  if (ends_with(model->dir, ".gguf") && md_is_regular_file(model->dir)) return open_gguf(model, err);
   char *config_path = join_path(model->dir, "config.json");
   if (!config_path) return md_fail(err, MD_E_NOMEM, "%s: out of memory", model->dir);
   md_status status = md_qwen2_config_load(config_path, &model->config, err);

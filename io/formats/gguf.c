@@ -1,16 +1,14 @@
 #include "io/formats/gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "io/files/mapped_file.h"
 
 /* The format is little-endian and values are read in place. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian host required");
@@ -44,7 +42,8 @@ typedef struct gguf_tensor {
 
 struct md_gguf_file {
   char *path;
-  const uint8_t *map;
+  md_mapped_file mapping;
+  const uint8_t *map;     /* mapping.data */
   uint64_t size;
   uint32_t version;
   uint32_t alignment;
@@ -842,31 +841,14 @@ static md_status parse_file(md_gguf_file *f, md_error *err) {
 }
 
 static md_status map_file(md_gguf_file *file, md_error *err) {
-  int fd = open(file->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
+  md_status status = md_mapped_file_open(file->path, &file->mapping, err);
+  if (status != MD_OK) {
     md_error_at(err, file->path, 0, NULL);
-    return MD_E_IO;
+    return status;
   }
-  struct stat info;
-  md_status status = MD_OK;
-  if (fstat(fd, &info) != 0) {
-    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
-  } else if (!S_ISREG(info.st_mode)) {
-    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: not a regular file", file->path);
-  } else if (info.st_size > 0) {
-    void *map = mmap(NULL, (size_t)info.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: mmap failed: %s", file->path,
-                            strerror(errno));
-    } else {
-      file->map = map;
-      file->size = (uint64_t)info.st_size;
-    }
-  }
-  close(fd);
-  if (status != MD_OK) md_error_at(err, file->path, 0, NULL);
-  return status;
+  file->map = file->mapping.data;
+  file->size = (uint64_t)file->mapping.size;
+  return MD_OK;
 }
 
 md_status md_gguf_open(const char *path, md_gguf_file **out, md_error *err) {
@@ -898,7 +880,7 @@ void md_gguf_close(md_gguf_file *file) {
   for (size_t i = 0; i < file->tensor_count; i++) free(file->tensors[i].name);
   free(file->tensors);
   free(file->tensor_by_name);
-  if (file->map) munmap((void *)file->map, (size_t)file->size);
+  md_mapped_file_close(&file->mapping);
   free(file->path);
   free(file);
 }

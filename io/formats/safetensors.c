@@ -1,15 +1,13 @@
 #include "io/formats/safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "io/files/mapped_file.h"
 
 /* The format is little-endian and tensors are used in place. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian host required");
@@ -28,7 +26,8 @@ typedef struct st_entry {
 
 struct md_safetensors {
   char *path;
-  const unsigned char *map;
+  md_mapped_file mapping;
+  const unsigned char *map; /* mapping.data */
   size_t map_size;
   uint64_t data_start; /* 8 + header length */
   st_entry *entries;   /* sorted by name */
@@ -308,26 +307,11 @@ static md_status bind_data(md_safetensors *file, md_error *err) {
 }
 
 static md_status map_file(md_safetensors *file, md_error *err) {
-  int fd = open(file->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
-  struct stat info;
-  md_status status = MD_OK;
-  if (fstat(fd, &info) != 0) {
-    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: %s", file->path, strerror(errno));
-  } else if (!S_ISREG(info.st_mode)) {
-    status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: not a regular file", file->path);
-  } else if (info.st_size > 0) {
-    file->map_size = (size_t)info.st_size;
-    void *map = mmap(NULL, file->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      file->map_size = 0;
-      status = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: mmap failed: %s", file->path, strerror(errno));
-    } else {
-      file->map = map;
-    }
-  }
-  close(fd);
-  return status;
+  md_status status = md_mapped_file_open(file->path, &file->mapping, err);
+  if (status != MD_OK) return status;
+  file->map = file->mapping.data;
+  file->map_size = file->mapping.size;
+  return MD_OK;
 }
 
 md_status md_safetensors_open(const char *path, md_safetensors **out, md_error *err) {
@@ -355,7 +339,7 @@ void md_safetensors_close(md_safetensors *file) {
     free(file->entries[i].aligned_copy);
   }
   free(file->entries);
-  if (file->map) munmap((void *)file->map, file->map_size);
+  md_mapped_file_close(&file->mapping);
   json_decref(file->metadata);
   free(file->path);
   free(file);
