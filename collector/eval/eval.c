@@ -498,6 +498,14 @@ static md_status init_results(eval_state *st, md_error *err) {
   const char *device = o->device ? o->device : "cpu";
   snprintf(r->device, sizeof r->device, "%s", strcmp(device, "cuda") ? device : "cuda:0");
   r->threads = md_device_threads(o->threads);
+  /* The prompt products as computed: the CPU's default depends on the CPU
+   * (BF16 on AMD Zen 4 and 5) and moves results a little. */
+  md_kernel_facts facts = {0};
+  if (st->kernels->ops->facts) st->kernels->ops->facts(st->kernels, &facts);
+  snprintf(r->prompt_products, sizeof r->prompt_products, "%s",
+           facts.prompt_products ? facts.prompt_products
+           : o->exact_gemm       ? "fp32"
+                                 : "tensor cores");
   r->page_size = st->page_size;
   r->max_answer_tokens = o->max_answer_tokens ? o->max_answer_tokens : MD_EVAL_DEFAULT_ANSWER_TOKENS;
   r->seed = o->seed;

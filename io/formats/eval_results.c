@@ -200,6 +200,8 @@ static json_t *emit_document(emitter *e, const md_eval_results *r, bool reproduc
   if (settings) {
     set(e, settings, "device", json_string(r->device));
     set(e, settings, "threads", json_integer(r->threads));
+    if (r->prompt_products[0])
+      set(e, settings, "prompt_products", json_string(r->prompt_products));
     set(e, settings, "page_size", json_integer(r->page_size));
     set(e, settings, "max_answer_tokens", json_integer((json_int_t)r->max_answer_tokens));
     set(e, settings, "seed", json_integer((json_int_t)r->seed));

@@ -78,6 +78,7 @@ typedef struct md_eval_results {
   char *config_path, *config_sha256;
   char device[32];
   int threads;
+  char prompt_products[16];   /* "fp32", "bf16" (CPU), "tensor cores" (CUDA); "" unknown */
   /* settings */
   int page_size;
   size_t max_answer_tokens;
