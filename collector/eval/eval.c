@@ -978,11 +978,10 @@ static char *identity(const eval_state *st) {
   for (size_t run = 0; run < r->n_runs && used < sizeof runs; run++)
     used += (size_t)snprintf(runs + used, sizeof runs - used, "%s%s@%.17g", run ? "," : "",
                              r->run_policy[run], r->run_budget[run]);
-  /* The prompt products as computed (the CPU back end's default depends
-   * on the CPU), not as asked: a resume elsewhere must compute the same. */
-  md_kernel_facts facts = {0};
-  if (st->kernels->ops->facts) st->kernels->ops->facts(st->kernels, &facts);
-  bool bf16 = facts.prompt_products ? strcmp(facts.prompt_products, "bf16") == 0 : o->bf16_gemm;
+  /* The prompt products as computed (init_results; the CPU back end's
+   * default depends on the CPU), not as asked: a resume elsewhere must
+   * compute the same. */
+  bool bf16 = strcmp(r->prompt_products, "bf16") == 0;
   size_t n = 1024 + strlen(runs);
   char *text = malloc(n);
   if (text)

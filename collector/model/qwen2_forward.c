@@ -818,18 +818,28 @@ static void step_layer_each(md_qwen2_forward *fw, int l, md_qwen2_seq *const *se
   }
 }
 
-/* Without buf_view: each sequence's token as a step of its own. */
-static md_status step_one_by_one(md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
-                                 const int32_t *tokens, int64_t n, int32_t *greedy,
-                                 md_error *err) {
-  md_qwen2_seq *selected = fw->seq;
+/* The greedy tokens of rows 0 .. n-1 of batch_logits. */
+static md_status greedy_rows(md_qwen2_forward *fw, int64_t n, int32_t *greedy, md_error *err) {
+  size_t vocab = (size_t)fw->config.vocab_size;
   md_status s = MD_OK;
   for (int64_t b = 0; b < n && s == MD_OK; b++) {
-    fw->seq = seqs[b];
-    s = run_tokens(fw, tokens + b, 1, NULL, greedy != NULL, err);
-    if (s == MD_OK && greedy) s = md_qwen2_greedy(fw, greedy + b, err);
-    fw->seq->have_logits = false; /* as after a batched step */
+    int64_t index = 0;
+    s = fw->k->ops->argmax(fw->k, fw->views[b].logits, vocab, &index, err);
+    greedy[b] = (int32_t)index;
   }
+  return s;
+}
+
+/* One sequence's tokens run alone (a batch on a back end without the
+ * batched ops), its greedy token read when greedy is not NULL; afterwards
+ * it has no logits, as after a batched step. The selection is kept. */
+static md_status run_alone(md_qwen2_forward *fw, md_qwen2_seq *seq, const int32_t *tokens,
+                           int64_t n, int32_t *greedy, md_error *err) {
+  md_qwen2_seq *selected = fw->seq;
+  fw->seq = seq;
+  md_status s = run_tokens(fw, tokens, n, NULL, greedy != NULL, err);
+  if (s == MD_OK && greedy) s = md_qwen2_greedy(fw, greedy, err);
+  seq->have_logits = false;
   fw->seq = selected;
   return s;
 }
@@ -840,7 +850,11 @@ md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const i
   if (s != MD_OK) return s;
   md_kernels *k = fw->k;
   const md_kernel_ops *op = k->ops;
-  if (!op->buf_view) return step_one_by_one(fw, seqs, tokens, n, greedy, err);
+  if (!op->buf_view) { /* sequence after sequence */
+    for (int64_t b = 0; b < n && s == MD_OK; b++)
+      s = run_alone(fw, seqs[b], tokens + b, 1, greedy ? greedy + b : NULL, err);
+    return s;
+  }
   if ((s = ensure_views(fw, n, err)) != MD_OK) return s;
   op->embed(k, fw->x, fw->embed, tokens, n);
   for (int l = 0; l < fw->config.num_hidden_layers; l++) {
@@ -863,13 +877,7 @@ md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const i
     q->have_logits = false;
   }
   if (!greedy) return op->sync(k, err);
-  size_t vocab = (size_t)fw->config.vocab_size;
-  for (int64_t b = 0; b < n && s == MD_OK; b++) {
-    int64_t index = 0;
-    s = op->argmax(k, fw->views[b].logits, vocab, &index, err);
-    greedy[b] = (int32_t)index;
-  }
-  return s;
+  return greedy_rows(fw, n, greedy, err);
 }
 
 md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
@@ -882,15 +890,9 @@ md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seq
   if (n < 1 || n > fw->max_batch)
     return md_fail(err, MD_E_INVALID, "qwen2 forward: a batched prefill of %lld sequences (1 to "
                    "%lld)", (long long)n, (long long)fw->max_batch);
-  bool rows = op->buf_view && op->matmul_rows && op->logits_rows;
-  if (!rows) { /* each alone: its logits, its greedy token */
-    for (int64_t b = 0; b < n && s == MD_OK; b++) {
-      fw->seq = seqs[b];
-      s = run_tokens(fw, tokens[b], lengths[b], NULL, true, err);
-      if (s == MD_OK) s = md_qwen2_greedy(fw, greedy + b, err);
-      fw->seq->have_logits = false;
-    }
-    fw->seq = selected;
+  if (!(op->buf_view && op->matmul_rows && op->logits_rows)) { /* sequence after sequence */
+    for (int64_t b = 0; b < n && s == MD_OK; b++)
+      s = run_alone(fw, seqs[b], tokens[b], lengths[b], greedy + b, err);
     return s;
   }
   if ((s = ensure_views(fw, n, err)) != MD_OK) return s;
@@ -913,13 +915,7 @@ md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seq
   if (s != MD_OK) return s;
   op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head,
                   (float)fw->config.rms_norm_eps);
-  size_t vocab = (size_t)fw->config.vocab_size;
-  for (int64_t b = 0; b < n && s == MD_OK; b++) {
-    int64_t index = 0;
-    s = op->argmax(k, fw->views[b].logits, vocab, &index, err);
-    greedy[b] = (int32_t)index;
-  }
-  return s;
+  return greedy_rows(fw, n, greedy, err);
 }
 
 size_t md_qwen2_seq_bytes(const md_qwen2_config *c, int64_t capacity) {

@@ -135,13 +135,14 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
  * order and reduction the one-vector kernel uses for that row: a row of
  * [r0, r0 + 4 * quarter) in its two chains (a: the first 16 of each 32
  * columns and a lone step of 16; b: the second 16 and the masked rest,
- * then the sum of the two reduced), a row of the remainder in one chain.
+ * then the sum of the two reduced), a row of the remainder through the
+ * one-vector kernel's own one-chain function (ONE##_row).
  * The two chains of a row are independent, so they are computed one after
  * the other: a block of 4 rows and up to 6 vectors keeps its 24 sums of
  * one chain in registers, each weight vector widened once for 6 products
  * and each vector of x loaded once for 4 (the arithmetic, not the loads,
  * sets the pace). */
-#define MD_DEFINE_MATVEC_ROWS_AVX512(NAME, TYPE, LOAD, LOAD_MASKED)                          \
+#define MD_DEFINE_MATVEC_ROWS_AVX512(NAME, ONE, TYPE, LOAD, LOAD_MASKED)                          \
   __attribute__((always_inline)) MD_AVX512 static inline void NAME##_block(                 \
       float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t cols, int64_t r,     \
       const float *bias, const int J) {                                                       \
@@ -190,16 +191,6 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
         y[j * y_stride + r + i] = _mm512_reduce_add_ps(_mm512_add_ps(a[i][j], acc[i][j])) +  \
                                   (bias ? bias[r + i] : 0.0f);                                \
   }                                                                                           \
-  MD_AVX512 static float NAME##_alone(const TYPE *wr, const float *x, int64_t cols) {         \
-    int64_t c16 = cols & ~(int64_t)15, c = 0;                                                 \
-    __m512 a = _mm512_setzero_ps();                                                           \
-    for (; c < c16; c += 16) a = _mm512_fmadd_ps(LOAD(wr + c), _mm512_loadu_ps(x + c), a);    \
-    if (c < cols) {                                                                           \
-      __mmask16 m = first_lanes(cols - c);                                                    \
-      a = _mm512_fmadd_ps(LOAD_MASKED(wr + c, m), _mm512_maskz_loadu_ps(m, x + c), a);        \
-    }                                                                                         \
-    return _mm512_reduce_add_ps(a);                                                           \
-  }                                                                                           \
   MD_AVX512 void NAME(float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t nx,  \
                       int64_t r0, int64_t r1, int64_t cols, const float *bias) {              \
     int64_t paired_end = r0 + 4 * ((r1 - r0) / 4);                                            \
@@ -223,12 +214,12 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
       }                                                                                       \
     for (int64_t r = paired_end; r < r1; r++)                                                 \
       for (int64_t j = 0; j < nx; j++)                                                        \
-        y[j * y_stride + r] = NAME##_alone(w + r * cols, x + j * cols, cols) + (bias ? bias[r] : 0.0f); \
+        y[j * y_stride + r] = ONE##_row(w + r * cols, x + j * cols, cols) + (bias ? bias[r] : 0.0f); \
   }
 
-MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f32, float, load16_f32, load16_f32_masked)
-MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f16, uint16_t, load16_f16, load16_f16_masked)
-MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_bf16, uint16_t, load16_bf16, load16_bf16_masked)
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f32, md_avx512_matvec_f32, float, load16_f32, load16_f32_masked)
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_f16, md_avx512_matvec_f16, uint16_t, load16_f16, load16_f16_masked)
+MD_DEFINE_MATVEC_ROWS_AVX512(md_avx512_matvec_rows_bf16, md_avx512_matvec_bf16, uint16_t, load16_bf16, load16_bf16_masked)
 
 MD_AVX512 size_t md_avx512_argmax(const float *v, size_t n) {
   if (n == 0 || v[0] != v[0]) return 0; /* NaN first: nothing compares greater */

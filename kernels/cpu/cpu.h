@@ -151,8 +151,8 @@ md_cpu_facts md_cpu_read_facts(void);
 
 /* Whether BF16 prompt products (md_cpu_options.bf16_gemm) are the default
  * on this CPU: an AMD CPU with AVX-512 BF16 (Zen 4 and 5), whose
- * vdpbf16ps runs at twice the float32 FMA rate (prompts 1.6x faster,
- * bench/README.md); not the Intel Xeons measured, where it was no faster.
+ * vdpbf16ps runs at twice the float32 FMA rate; not the Intel Xeons
+ * measured, where it was no faster (bench/README.md).
  * The user's --exact-gemm keeps float32. */
 bool md_cpu_bf16_gemm_preferred(const md_cpu_facts *facts);
 

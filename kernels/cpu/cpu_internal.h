@@ -60,11 +60,12 @@ md_cpu_isa md_cpu_isa_for(const md_cpu_facts *facts);
 const char *md_cpu_isa_name(md_cpu_isa isa);
 
 /* Threads that fit the work. A parallel region costs its team a wake-up
- * and a barrier: about 0.3 us when idle threads spin (libgomp's default
- * while regions follow each other closely) and about 40 us on a virtual
- * machine when they sleep (OMP_WAIT_POLICY=passive), where the futex wake
- * goes through the hypervisor (bench/README.md). So a region gets one
- * thread per `grain` units of its work and never more than `threads`.
+ * and a barrier: little when idle threads spin (libgomp's default while
+ * regions follow each other closely), far more when they sleep
+ * (OMP_WAIT_POLICY=passive), above all on a virtual machine, where the
+ * futex wake goes through the hypervisor (bench/README.md has the
+ * figures). So a region gets one thread per `grain` units of its work and
+ * never more than `threads`.
  * Every caller's result is the same whatever the team (each says why), so
  * a grain changes speed only. */
 static inline int md_cpu_team(int threads, int64_t work, int64_t grain) {
@@ -73,13 +74,12 @@ static inline int md_cpu_team(int threads, int64_t work, int64_t grain) {
   return team < 1 ? 1 : (int)team;
 }
 
-/* The grains (md_cpu_team). Compute-bound work gets a thread per ~50 us of
- * one core's work, which pays for a sleeping thread's wake-up. A
- * matrix-vector product is bound by memory, and a second core reads more
- * of it at once: its grain is smaller (64 KiB of weights, the matrices of
- * a demo-sized model staying on one thread); a grain of 1 MiB, which put
- * Qwen2.5-0.5B's o-projection (1.6 MiB) on one thread, made its decode
- * 3-8% slower. */
+/* The grains (md_cpu_team). Compute-bound work gets a thread per piece of
+ * work long enough to pay for a sleeping thread's wake-up. A matrix-vector
+ * product is bound by memory, and a second core reads more of it at once:
+ * its grain is smaller (64 KiB of weights: a demo-sized model's matrices
+ * stay on one thread, a real model's o-projection does not; a larger grain
+ * measured slower decode, bench/README.md). */
 #define MD_GRAIN_FLOATS ((int64_t)1 << 16)       /* elementwise ops: floats read */
 #define MD_GRAIN_MATVEC_BYTES ((int64_t)1 << 16)  /* matrix-vector: weight bytes */
 #define MD_GRAIN_ATTN_DECODE ((int64_t)1 << 18)  /* decode attention: n_heads * keys * head_dim */

@@ -6,7 +6,7 @@
 # one; elsewhere the default is float32, and the same holds on the first 6
 # episodes against their golden results (the full eval regression already
 # runs the 24 in float32; one probe allows for another CPU's float32
-# arithmetic, which on this machine's avx2 and portable paths moved none).
+# arithmetic).
 #
 #   bf16_default.sh PROGRAM MODEL TRACES CONFIG GOLDEN_EVAL GOLDEN_FIRST6 WORK
 set -u
