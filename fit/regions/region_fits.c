@@ -92,6 +92,20 @@ static md_status fit_km_part(md_region_fit *fit, const md_regions_settings *sett
   return MD_OK;
 }
 
+/* A half-life that follows the observation window is reported, with a
+ * warning, as not identified rather than as a measurement. */
+static md_status window_check_part(md_region_fit *fit, md_warnings *warnings, md_error *err) {
+  md_status status = md_window_check_run(&fit->table, &fit->window, err);
+  if (status != MD_OK) return md_error_prefix(err, "region '%s'", fit->name);
+  if (fit->window.identified || !fit->exponential.estimable) return MD_OK;
+  char why[256];
+  md_window_check_describe(&fit->window, why, sizeof why);
+  return md_warnings_add(warnings, err,
+                         "regions.%s: the half-life (%.4g decode steps) is not identifiable from "
+                         "the observation window (%s): %s",
+                         fit->name, fit->window.half_life, fit->window.reason, why);
+}
+
 static md_status fit_region(const md_events_region *source, const md_regions_settings *settings,
                             md_region_fit *fit, md_warnings *warnings, md_error *err) {
   fit->name = source->name;
@@ -102,6 +116,7 @@ static md_status fit_region(const md_events_region *source, const md_regions_set
   status = fit_exponential_part(fit, settings, warnings, err);
   if (status == MD_OK) status = fit_weibull_part(fit, settings, warnings, err);
   if (status == MD_OK) status = fit_km_part(fit, settings, warnings, err);
+  if (status == MD_OK) status = window_check_part(fit, warnings, err);
   return status;
 }
 

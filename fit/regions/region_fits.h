@@ -16,6 +16,7 @@
 #include "survival/logrank.h"
 #include "survival/surv_data.h"
 #include "survival/weibull.h"
+#include "survival/window_check.h"
 #include "io/formats/calibration.h"
 #include "io/formats/config.h"
 #include "io/formats/events.h"
@@ -63,6 +64,9 @@ typedef struct md_region_fit {
   md_exponential_fit exponential;
   md_weibull_fit weibull;
   md_km_curve km;
+  /* Whether the half-life is a property of the tokens or of the
+   * observation window (survival/window_check.h). */
+  md_window_check window;
   bool pinned;
   double base_priority;
   const char *base_priority_source;

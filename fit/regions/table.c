@@ -45,18 +45,25 @@ void md_regions_print_table(FILE *out, const md_regions_results *results, double
   fprintf(out, "%-*s %9s %10s  %-28s %7s  %s\n", width, "region", "rows", "events",
           "half-life", "shape", "KM median");
   fprintf(out, "%-*s %9s %10s  %-28s %7s  %s\n", width, "", "", "", ci_label, "", ci_label);
+  bool any_unidentified = false;
   for (size_t i = 0; i < results->n_regions; i++) {
     const md_region_fit *fit = &results->regions[i];
     char events[32], half_life[128], shape[32], median[128];
     double half_life_ci[2];
     md_half_life_ci(fit->exponential.lambda_ci_wald, half_life_ci);
     double center = fit->exponential.estimable ? md_half_life(fit->exponential.lambda) : NAN;
-    fprintf(out, "%-*s %9.0f %10s  %-28s %7s  %s%s\n", width, fit->name, fit->totals.rows,
+    bool unidentified = fit->exponential.estimable && !fit->window.identified;
+    any_unidentified = any_unidentified || unidentified;
+    fprintf(out, "%-*s %9.0f %10s  %-28s %7s  %s%s%s\n", width, fit->name, fit->totals.rows,
             number(events, sizeof events, "%.0f", fit->totals.events),
             with_interval(half_life, sizeof half_life, "%.1f", center, half_life_ci),
             number(shape, sizeof shape, "%.3f", fit->weibull.estimable ? fit->weibull.shape : NAN),
             with_interval(median, sizeof median, "%g", fit->km.median, fit->km.median_ci),
-            fit->pinned ? "  (pinned)" : "");
+            fit->pinned ? "  (pinned)" : "", unidentified ? "  (not identified)" : "");
+  }
+  if (any_unidentified) {
+    fprintf(out, "(not identified): the half-life follows the observation window or rests on "
+                 "few ends; see the warnings and \"identification\" in the config\n");
   }
   if (results->overall.estimable) {
     char p[32];

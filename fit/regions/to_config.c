@@ -49,6 +49,14 @@ static void map_region(const md_region_fit *fit, const md_regions_settings *sett
   out->half_life = exponential->estimable ? md_half_life(exponential->lambda) : NAN;
   out->half_life_ci[0] = out->half_life_ci[1] = NAN;
   if (exponential->estimable) md_half_life_ci(exponential->lambda_ci_wald, out->half_life_ci);
+  out->identification = (md_config_identification){
+      .present = true,
+      .identified = fit->window.identified,
+      .reason = fit->window.reason,
+      .window = fit->window.window,
+      .censored_share = fit->window.censored_share,
+      .half_life_half_window = fit->window.half_life_cut,
+  };
   out->fit.n = (size_t)fit->totals.rows;
   out->fit.weight = fit->totals.weight;
   out->fit.events = fit->totals.events;

@@ -153,6 +153,18 @@ static json_t *emit_measured(emitter *e, const md_config_region_measured *measur
   return o;
 }
 
+static json_t *emit_identification(emitter *e, const md_config_identification *id) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  set(e, o, "identified", json_boolean(id->identified));
+  set(e, o, "reason", text_or_null(id->reason));
+  set(e, o, "window", real(e, "identification.window", id->window));
+  set(e, o, "censored_share", real(e, "identification.censored_share", id->censored_share));
+  set(e, o, "half_life_half_window",
+      real(e, "identification.half_life_half_window", id->half_life_half_window));
+  return o;
+}
+
 static json_t *emit_region(emitter *e, const md_config_region *region) {
   json_t *o = json_object();
   if (!o) return NULL;
@@ -162,6 +174,8 @@ static json_t *emit_region(emitter *e, const md_config_region *region) {
   set(e, o, "lambda", real(e, "lambda", region->lambda));
   set(e, o, "half_life", real(e, "half_life", region->half_life));
   set(e, o, "half_life_ci", interval(e, "half_life_ci", region->half_life_ci));
+  if (region->identification.present)
+    set(e, o, "identification", emit_identification(e, &region->identification));
   set(e, o, "fit", emit_fit(e, &region->fit));
   if (region->measured.present) set(e, o, "measured", emit_measured(e, &region->measured));
   return o;

@@ -75,6 +75,18 @@ typedef struct md_config_region_measured {
   double tokens;
 } md_config_region_measured;
 
+/* Whether the half-life is a property of the tokens or of the observation
+ * window (survival/window_check.h); emitted as "identification" only when
+ * present. */
+typedef struct md_config_identification {
+  bool present;
+  bool identified;
+  const char *reason;               /* NULL when identified; "no-events", "mostly-censored", "window-bound" */
+  double window;                    /* decode steps: the longest follow-up */
+  double censored_share;
+  double half_life_half_window;     /* the half-life with the window cut to half */
+} md_config_identification;
+
 typedef struct md_config_region {
   const char *name;
   bool pinned;
@@ -83,6 +95,7 @@ typedef struct md_config_region {
   double lambda;                    /* = fit.exponential.lambda */
   double half_life;                 /* ln 2 / lambda */
   double half_life_ci[2];           /* mapped from fit.exponential.lambda_ci */
+  md_config_identification identification;
   md_config_fit fit;
   md_config_region_measured measured;
 } md_config_region;

@@ -12,6 +12,8 @@
 #include "survival/logrank.h"
 #include "survival/surv_data.h"
 #include "survival/weibull.h"
+#include "survival/window_check.h"
+#include "tests/test_rng.h"
 #include "tests/test_util.h"
 
 /* ---- invalid rows ------------------------------------------------------- */
@@ -486,6 +488,109 @@ static void test_overflowing_sums(void) {
   md_surv_table_free(&groups[1]);
 }
 
+/* ---- the observation-window check ------------------------------------------ */
+
+static md_window_check window_check_of(size_t n, const double *time, const uint8_t *event,
+                                       const double *entry, const double *weight) {
+  md_surv_data data = {n, time, event, entry, weight};
+  md_surv_table table;
+  md_error err = {0};
+  md_window_check check = {0};
+  CHECK(md_surv_table_build(&data, &table, &err) == MD_OK);
+  CHECK_MSG(md_window_check_run(&table, &check, &err) == MD_OK, "%s", err.message);
+  md_surv_table_free(&table);
+  return check;
+}
+
+static void test_window_check_by_hand(void) {
+  /* Lifetimes spread over the window: times 2, 4, 6, 8, all ended. W = 8;
+   * d = 4, T = 20, half-life 5 ln 2. Cut at 4: 2 and 4 end, 6 and 8 are
+   * censored at 4; d' = 2, T' = 2 + 4 + 4 + 4 = 14, half-life 7 ln 2; the
+   * ratio 7/5 = 1.4 exceeds 1.25: window-bound. */
+  double t1[] = {2, 4, 6, 8};
+  uint8_t e1[] = {1, 1, 1, 1};
+  md_window_check c = window_check_of(4, t1, e1, NULL, NULL);
+  CHECK_CLOSE(c.window, 8, 0);
+  CHECK_CLOSE(c.censored_share, 0, 0);
+  CHECK_REL(c.half_life, 5 * log(2.0), 1e-15);
+  CHECK_REL(c.half_life_cut, 7 * log(2.0), 1e-15);
+  CHECK(!c.identified && c.reason && strcmp(c.reason, "window-bound") == 0);
+
+  /* Mostly ended early: (1, ended) x4, (2, ended) x2, (3, ended) x1,
+   * (4, censored) x1. W = 4, d = 7, T = 4 + 4 + 3 + 4 = 15. Cut at 2: the
+   * six lifetimes of 1 and 2 end, the others are censored at 2; d' = 6,
+   * T' = 4 + 4 + 2 + 2 = 12. Half-lives 15/7 ln 2 and 2 ln 2 (ratio 0.93);
+   * censored share 1/8: identified. */
+  double t2[] = {1, 2, 3, 4}, w2[] = {4, 2, 1, 1};
+  uint8_t e2[] = {1, 1, 1, 0};
+  c = window_check_of(4, t2, e2, NULL, w2);
+  CHECK_REL(c.half_life, 15.0 / 7 * log(2.0), 1e-15);
+  CHECK_REL(c.half_life_cut, 2 * log(2.0), 1e-15);
+  CHECK_CLOSE(c.censored_share, 0.125, 1e-15);
+  CHECK(c.identified && c.reason == NULL);
+
+  /* Two of three tokens still in use at the end: mostly censored, whatever
+   * the ratio. */
+  double t3[] = {1, 5}, w3[] = {1, 2};
+  uint8_t e3[] = {1, 0};
+  c = window_check_of(2, t3, e3, NULL, w3);
+  CHECK_CLOSE(c.censored_share, 2.0 / 3, 1e-15);
+  CHECK(!c.identified && strcmp(c.reason, "mostly-censored") == 0);
+
+  /* Nothing ends in the first half of the window: no half-life there. */
+  double t4[] = {6, 8};
+  uint8_t e4[] = {1, 1};
+  c = window_check_of(2, t4, e4, NULL, NULL);
+  CHECK(isnan(c.half_life_cut));
+  CHECK(!c.identified && strcmp(c.reason, "no-events") == 0);
+
+  /* Delayed entry: the row entering at 5 (after the cut at 4) is left out
+   * of the cut fit; the row entering at 1 counts from 1. Rows (entry, time,
+   * event): (0, 2, 1), (1, 3, 1), (5, 8, 1). Full: d = 3, T = 2 + 2 + 3 = 7.
+   * Cut: d' = 2, T' = 2 + 2 = 4. */
+  double t5[] = {2, 3, 8}, n5[] = {0, 1, 5};
+  uint8_t e5[] = {1, 1, 1};
+  c = window_check_of(3, t5, e5, n5, NULL);
+  CHECK_REL(c.half_life, 7.0 / 3 * log(2.0), 1e-15);
+  CHECK_REL(c.half_life_cut, 2 * log(2.0), 1e-15);
+  CHECK(c.identified);
+
+  md_error err = {0};
+  CHECK(md_window_check_run(NULL, &c, &err) == MD_E_INVALID);
+}
+
+/* Simulated: a constant hazard with a half-life well inside the window is
+ * identified; lifetimes uniform over the window (what a last-use estimand
+ * gives when tokens are used until the window ends) are window-bound. */
+static void test_window_check_simulated(void) {
+  enum { N = 20000 };
+  static double time[N];
+  static uint8_t event[N];
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  const double window = 256, half_life = 20;
+  for (size_t i = 0; i < N; i++) {
+    double u = 1.0 - md_test_rng_uniform(&state, 0.0f, 1.0f); /* (0, 1] */
+    double t = -log(u) * half_life / log(2.0);
+    time[i] = t < window ? fmax(t, 1e-3) : window;
+    event[i] = t < window;
+  }
+  md_window_check c = window_check_of(N, time, event, NULL, NULL);
+  CHECK_MSG(c.identified, "exponential: %s %g %g", c.reason ? c.reason : "-", c.half_life,
+            c.half_life_cut);
+  CHECK_REL(c.half_life, half_life, 0.05);
+  for (size_t i = 0; i < N; i++) {
+    time[i] = 1 + (window - 1) * md_test_rng_uniform(&state, 0.0f, 1.0f);
+    event[i] = 1;
+  }
+  c = window_check_of(N, time, event, NULL, NULL);
+  CHECK_MSG(!c.identified && strcmp(c.reason, "window-bound") == 0, "uniform: %s",
+            c.reason ? c.reason : "identified");
+  CHECK_REL(c.half_life_cut / c.half_life, 1.5, 0.05);
+  char text[256];
+  md_window_check_describe(&c, text, sizeof text);
+  CHECK_MSG(strstr(text, "follows the window"), "%s", text);
+}
+
 int main(void) {
   test_invalid_rows();
   test_invalid_arguments();
@@ -503,5 +608,7 @@ int main(void) {
   test_logrank_fractional_weights();
   test_logrank_not_estimable();
   test_overflowing_sums();
+  test_window_check_by_hand();
+  test_window_check_simulated();
   return md_test_finish("test_fit_units");
 }
