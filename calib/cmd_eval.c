@@ -356,6 +356,7 @@ static void print_table(const md_eval_results *r) {
     fputc('\n', stderr);
     size_t tot_rec[MD_EVAL_MAX_RUNS] = {0}, tot_all[MD_EVAL_MAX_RUNS] = {0};
     size_t un_rec[MD_EVAL_MAX_RUNS] = {0}, un_all[MD_EVAL_MAX_RUNS] = {0};
+    size_t ev_rec[MD_EVAL_MAX_RUNS] = {0}, ev_all[MD_EVAL_MAX_RUNS] = {0};
     for (size_t g = 0; g < r->n_regions; g++) {
       const md_eval_cell *full = md_eval_cell_at(r, 0, g);
       if (full->total == 0) continue;
@@ -374,6 +375,8 @@ static void print_table(const md_eval_results *r) {
         }
         tot_rec[p] += c->recalled;
         tot_all[p] += c->total;
+        ev_rec[p] += c->evicted_recalled;
+        ev_all[p] += c->evicted_total;
         if (!r->pinned[g]) {
           un_rec[p] += c->recalled;
           un_all[p] += c->total;
@@ -381,11 +384,15 @@ static void print_table(const md_eval_results *r) {
       }
       fputc('\n', stderr);
     }
-    for (int line = 0; line < 2; line++) {
-      const size_t *rec = line ? un_rec : tot_rec, *all = line ? un_all : tot_all;
+    /* all, unpinned, and the probes whose answer was wholly evicted (none
+     * with the full cache) */
+    const char *labels[3] = {"all", "unpinned", "answer evicted"};
+    for (int line = 0; line < (n_budgets ? 3 : 2); line++) {
+      const size_t *rec = line == 2 ? ev_rec : line ? un_rec : tot_rec;
+      const size_t *all = line == 2 ? ev_all : line ? un_all : tot_all;
       char cell[32];
       snprintf(cell, sizeof cell, "%zu/%zu", rec[0], all[0]);
-      fprintf(stderr, "%-22s %-8s", line ? "unpinned" : "all", cell);
+      fprintf(stderr, "%-22s %-8s", labels[line], line == 2 ? "" : cell);
       for (size_t p = 1; p <= n_policies; p++) {
         snprintf(cell, sizeof cell, "%zu/%zu", rec[p], all[p]);
         fprintf(stderr, " %-12s", cell);

@@ -739,6 +739,10 @@ static void tally(eval_state *st, size_t run_index, const md_eval_probe *out) {
   cell->flagged += !out->answer_in_region;
   cell->answer_tokens += out->answer_tokens;
   cell->answer_kept += out->answer_kept;
+  if (out->answer_tokens > 0 && out->answer_kept == 0) {
+    cell->evicted_total++;
+    cell->evicted_recalled += out->correct;
+  }
 }
 
 /* An answer being decoded from one sequence's state. */

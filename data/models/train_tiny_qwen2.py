@@ -348,19 +348,29 @@ def optimizer(model):
 
 
 @torch.no_grad()
-def evaluate(model, sequences, unused, budget):
+def evaluate(model, sequences, unused, budget, answers):
+    """Held-out mean loss, and the probe answers the model gets right in
+    every token under teacher forcing (argmax over the compact vocabulary,
+    which is the full model's argmax since the unused logits are 0 and a
+    real next token's logit is far above)."""
     model.eval()
-    total, count = 0.0, 0
+    total, count, right, asked = 0.0, 0, 0, 0
     for batch in make_batches([len(s) for s in sequences], budget, random.Random(0)):
         inputs, targets = collate([sequences[i] for i in batch], 0)
         loss, n = full_vocab_loss(model, inputs, targets, unused)
         total += float(loss) * n
         count += n
+        hidden = model.model(input_ids=inputs, use_cache=False).last_hidden_state
+        for row, i in enumerate(batch):
+            for begin, end in answers[i]:
+                logits = hidden[row, begin - 1:end - 1] @ model.model.embed_tokens.weight.t()
+                right += int((logits.argmax(-1) == targets[row, begin - 1:end - 1]).all())
+                asked += 1
     model.train()
-    return total / count
+    return total / count, right, asked
 
 
-def train(sequences, held_out, vocab_size, log, answers=None):
+def train(sequences, held_out, vocab_size, log, answers=None, held_answers=None):
     unused = VOCAB_SIZE - vocab_size
     torch.manual_seed(TRAIN["seed"])
     model = Qwen2ForCausalLM(qwen2_config(vocab_size, "sdpa_entropy"))
@@ -401,7 +411,9 @@ def train(sequences, held_out, vocab_size, log, answers=None):
                 f"(CPU {time.process_time() - cpu_start:.0f} s)")
             window = []
         if (step + 1) % TRAIN["eval_every"] == 0:
-            log(f"step {step + 1:4d}  held-out loss (agent-450) {evaluate(model, held_out, unused, 8192):.4f}")
+            loss_held, right, asked = evaluate(model, held_out, unused, 8192, held_answers)
+            log(f"step {step + 1:4d}  held-out agent-450: loss {loss_held:.4f}, probe answers right "
+                f"(teacher forced) {right}/{asked}")
     return model
 
 
@@ -636,7 +648,8 @@ def main(argv=None):
     compact = [[index[i] for i in item["ids"]] for item in train_items]
     compact_held = [[index[i] for i in item["ids"]] for item in held[0]]
     begin, cpu_begin = time.time(), time.process_time()
-    model = train(compact, compact_held, len(vocab), log, [item["answers"] for item in train_items])
+    model = train(compact, compact_held, len(vocab), log, [item["answers"] for item in train_items],
+                  [item["answers"] for item in held[0]])
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
     export(model, vocab, args.out)

@@ -55,11 +55,13 @@ static json_t *emit_summary(emitter *e, const md_eval_results *r) {
       json_decref(regions);
       return summary;
     }
-    size_t rec = 0, tot = 0, prec = 0, ptot = 0;
+    size_t rec = 0, tot = 0, prec = 0, ptot = 0, erec = 0, etot = 0;
     for (size_t g = 0; g < r->n_regions; g++) {
       const md_eval_cell *c = md_eval_cell_at(r, run, g);
       rec += c->recalled;
       tot += c->total;
+      erec += c->evicted_recalled;
+      etot += c->evicted_total;
       if (r->pinned[g]) {
         prec += c->recalled;
         ptot += c->total;
@@ -77,6 +79,7 @@ static json_t *emit_summary(emitter *e, const md_eval_results *r) {
     set(e, o, "total", json_integer((json_int_t)tot));
     set(e, o, "pinned", counts(e, prec, ptot));
     set(e, o, "unpinned", counts(e, rec - prec, tot - ptot));
+    set(e, o, "answer_evicted", counts(e, erec, etot));
     set(e, o, "regions", regions);
     push(e, summary, o);
   }

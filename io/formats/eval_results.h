@@ -68,6 +68,11 @@ typedef struct md_eval_cell {
   size_t recalled, total;
   size_t flagged;             /* answer not found in its region */
   size_t answer_tokens, answer_kept;
+  /* Probes whose answer was found in its region and none of whose tokens
+   * were still cached when asked, and how many of those were recalled
+   * anyway (what the model answers without the fact: the eval
+   * discriminates only when this stays low). */
+  size_t evicted_total, evicted_recalled;
 } md_eval_cell;
 
 typedef struct md_eval_results {
