@@ -74,6 +74,13 @@ static inline int md_cpu_team(int threads, int64_t work, int64_t grain) {
   return team < 1 ? 1 : (int)team;
 }
 
+/* The CPUs a cgroup v2 CPU quota allows: the unified hierarchy's path
+ * ("0::PATH" in `proc_cgroup`, normally /proc/self/cgroup), then
+ * "QUOTA PERIOD" in CGROUP_ROOT/PATH/cpu.max, rounded up (containers limited
+ * with `--cpus`); INT_MAX when there is no quota ("max"), no such file or
+ * anything malformed. Parameters so that the tests can feed it files. */
+int md_cpu_quota_cpus(const char *proc_cgroup, const char *cgroup_root);
+
 /* The grains (md_cpu_team). Compute-bound work gets a thread per piece of
  * work long enough to pay for a sleeping thread's wake-up. A matrix-vector
  * product is bound by memory, and a second core reads more of it at once:

@@ -6,23 +6,27 @@
 #include <limits.h>
 #include <omp.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/cpu_internal.h"
 
-/* The CPUs a cgroup v2 CPU quota allows ("QUOTA PERIOD" in cpu.max,
- * rounded up; containers limited with `--cpus`), or INT_MAX without one. */
-static int quota_cpus(void) {
-  char line[512], path[640];
-  FILE *f = fopen("/proc/self/cgroup", "r");
+int md_cpu_quota_cpus(const char *proc_cgroup, const char *cgroup_root) {
+  char line[512], path[1024];
+  FILE *f = fopen(proc_cgroup, "r");
   if (!f) return INT_MAX;
   path[0] = '\0';
-  while (fgets(line, sizeof line, f))
-    if (strncmp(line, "0::", 3) == 0) { /* the unified hierarchy */
+  while (fgets(line, sizeof line, f)) {
+    bool whole_line = strchr(line, '\n') || feof(f);
+    if (whole_line && strncmp(line, "0::", 3) == 0) { /* the unified hierarchy */
       line[strcspn(line, "\n")] = '\0';
-      snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", line + 3);
+      snprintf(path, sizeof path, "%s%s/cpu.max", cgroup_root, line + 3);
     }
+    /* the rest of a line longer than the buffer is read and ignored */
+    while (!whole_line && fgets(line, sizeof line, f)) whole_line = strchr(line, '\n') != NULL;
+  }
   fclose(f);
   if (!path[0] || !(f = fopen(path, "r"))) return INT_MAX;
   long long quota = 0, period = 0;
@@ -57,7 +61,7 @@ static int affinity_cpus(void) {
 
 int md_cpu_available(void) {
   int cpus = affinity_cpus();
-  int quota = quota_cpus();
+  int quota = md_cpu_quota_cpus("/proc/self/cgroup", "/sys/fs/cgroup");
   if (quota < cpus) cpus = quota;
   return cpus > 0 ? cpus : 1;
 }
