@@ -49,5 +49,6 @@ int md_cmd_tokenize(int argc, char **argv);
 int md_cmd_collect(int argc, char **argv);
 int md_cmd_devices(int argc, char **argv);
 int md_cmd_eval(int argc, char **argv);
+int md_cmd_probes(int argc, char **argv);
 
 #endif

@@ -15,5 +15,6 @@ extern const md_opt_command md_collect_command;
 extern const md_opt_command md_tokenize_command;
 extern const md_opt_command md_devices_command;
 extern const md_opt_command md_eval_command;
+extern const md_opt_command md_probes_command;
 
 #endif

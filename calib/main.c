@@ -25,6 +25,7 @@ static const command commands[] = {
     {"extract", md_cmd_extract, "turn a collector run into token lifetimes and the calibration"},
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"eval", md_cmd_eval, "evict by a memdecay.json and measure recall of planted facts"},
+    {"probes", md_cmd_probes, "plant a fact per region into your traces, with probes for eval"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
     {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "base/numfmt.h"
+
 struct md_trace_reader {
   FILE *fp;
   char *path;
@@ -321,7 +323,7 @@ static md_status parse_content(const parse_ctx *c, const char *where, const json
  * template (which runs tojson on it), so it is parsed here too and the
  * object replaces the string in the episode's JSON, which then owns it. */
 static md_status parse_arguments(const parse_ctx *c, const char *where, json_t *call,
-                                 const json_t **out) {
+                                 const json_t **out, bool *was_string) {
   json_t *arguments = json_object_get(call, "arguments");
   if (!arguments) return bad(c, where, "missing \"arguments\" (use {} for a call without arguments)");
   if (json_is_string(arguments)) {
@@ -335,6 +337,7 @@ static md_status parse_arguments(const parse_ctx *c, const char *where, json_t *
     }
     if (json_object_set_new(call, "arguments", parsed)) return no_memory(c);
     arguments = parsed;
+    *was_string = true;
   } else if (!json_is_object(arguments)) {
     return bad(c, where, "\"arguments\" must be an object or a string holding one, got %s",
                json_type_name(arguments));
@@ -363,7 +366,7 @@ static md_status parse_tool_call(const parse_ctx *c, const char *where, json_t *
     return bad(c, where, "invalid tool name %s (letters, digits, '_', '.', '-'; 1 to 64 bytes)",
                quoted(shown, sizeof shown, out->name));
   }
-  return parse_arguments(c, where, body, &out->arguments);
+  return parse_arguments(c, where, body, &out->arguments, &out->arguments_string);
 }
 
 static md_status parse_tool_calls(const parse_ctx *c, const char *where, const json_t *message,
@@ -628,6 +631,89 @@ void md_trace_episode_free(md_trace_episode *episode) {
   free(episode->path);
   json_decref(episode->root);
   memset(episode, 0, sizeof *episode);
+}
+
+md_status md_trace_parse_line(const char *path, size_t line, const char *text, size_t length,
+                              md_trace_episode *episode, md_error *err) {
+  memset(episode, 0, sizeof *episode);
+  parse_ctx c = {path, line, NULL, err};
+  md_status status = parse_episode(&c, text, length, episode);
+  if (status != MD_OK) md_trace_episode_free(episode);
+  return status;
+}
+
+/* ---- the writer ---------------------------------------------------------- */
+
+/* A JSON value as the writer's text: one line, members separated by ", "
+ * and ": " (or "," and ":" when compact), 17 significant digits, then every
+ * real shortened to the fewest digits that read back the same. */
+static char *dump_one_line(const json_t *value, bool compact) {
+  char *text = json_dumps(value, JSON_REAL_PRECISION(17) | (compact ? JSON_COMPACT : 0) |
+                                     JSON_ENCODE_ANY);
+  if (text) md_json_shorten_numbers(text);
+  return text;
+}
+
+/* The tool call object messages[i].tool_calls[j] of `root`, or its
+ * "function" member in the OpenAI form: where its "arguments" are. */
+static json_t *call_body(json_t *root, size_t message, size_t call) {
+  json_t *calls = json_object_get(json_array_get(json_object_get(root, "messages"), message),
+                                  "tool_calls");
+  json_t *object = json_array_get(calls, call);
+  json_t *function = json_object_get(object, "function");
+  return json_is_object(function) ? function : object;
+}
+
+/* Arguments the trace wrote as a string go back into `root` as a string
+ * (the reader replaced each with the object it holds). */
+static md_status restore_argument_strings(const md_trace_episode *ep, json_t *root) {
+  for (size_t i = 0; i < ep->n_messages; i++) {
+    for (size_t j = 0; j < ep->messages[i].n_tool_calls; j++) {
+      if (!ep->messages[i].tool_calls[j].arguments_string) continue;
+      json_t *body = call_body(root, i, j);
+      json_t *arguments = json_object_get(body, "arguments");
+      if (!json_is_object(arguments)) continue;
+      char *text = dump_one_line(arguments, true);
+      if (!text) return MD_E_NOMEM;
+      json_t *string = json_string(text);
+      free(text);
+      if (!string || json_object_set_new(body, "arguments", string)) return MD_E_NOMEM;
+    }
+  }
+  return MD_OK;
+}
+
+static bool has_argument_strings(const md_trace_episode *ep) {
+  for (size_t i = 0; i < ep->n_messages; i++)
+    for (size_t j = 0; j < ep->messages[i].n_tool_calls; j++)
+      if (ep->messages[i].tool_calls[j].arguments_string) return true;
+  return false;
+}
+
+md_status md_trace_episode_dumps(const md_trace_episode *episode, char **line, md_error *err) {
+  *line = NULL;
+  json_t *root = episode->root;
+  bool copied = has_argument_strings(episode);
+  if (copied) {
+    /* A copy: the episode's parsed fields point into the objects of its own root. */
+    root = json_deep_copy(episode->root);
+    if (!root || restore_argument_strings(episode, root) != MD_OK) {
+      json_decref(root);
+      return md_fail(err, MD_E_NOMEM, "out of memory");
+    }
+  }
+  char *text = dump_one_line(root, false);
+  if (copied) json_decref(root);
+  size_t length = text ? strlen(text) : 0;
+  char *with_newline = text ? realloc(text, length + 2) : NULL;
+  if (!with_newline) {
+    free(text);
+    return md_fail(err, MD_E_NOMEM, "out of memory");
+  }
+  with_newline[length] = '\n';
+  with_newline[length + 1] = '\0';
+  *line = with_newline;
+  return MD_OK;
 }
 
 /* ---- the reader ---------------------------------------------------------- */

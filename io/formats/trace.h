@@ -54,6 +54,8 @@ typedef struct md_trace_tool_call {
   const char *region;      /* tool_in unless the call sets "region" */
   const char *name;        /* [A-Za-z0-9_.-]{1,64}, the template writes it unquoted */
   const json_t *arguments; /* a JSON object; a string form is parsed into one */
+  bool arguments_string;   /* the trace wrote the arguments as a string holding the object
+                              (md_trace_episode_dumps writes them back as one) */
 } md_trace_tool_call;
 
 typedef struct md_trace_message {
@@ -130,6 +132,26 @@ md_status md_trace_open(const char *path, const md_trace_options *options, md_tr
  * a failure the reader stays usable: another call reads the next line. */
 md_status md_trace_next(md_trace_reader *reader, md_trace_episode *episode, bool *have,
                         md_error *err);
+
+/* Parses one line of a trace file, `text[0..length)` without its line
+ * break, with every rule of md_trace_next but the one that needs the rest
+ * of the file (ids unique within it); `path` and `line` go into the
+ * episode and into any message. For a line this program made (a trace
+ * written by md_trace_episode_dumps, read back to check it). */
+md_status md_trace_parse_line(const char *path, size_t line, const char *text, size_t length,
+                              md_trace_episode *episode, md_error *err);
+
+/* The episode as one line of a trace file: its JSON (`root`) on one line,
+ * ", " and ": " between members as the shipped traces have them, keys in
+ * their order, UTF-8 as it is, reals with digits that read back to the
+ * same double (md_json_shorten_numbers), and a final '\n'. Tool-call
+ * arguments the trace wrote as a string (arguments_string) are written
+ * back as a string (compact JSON) holding the object. `root` may have
+ * been changed since the episode was read as long as its messages and
+ * tool calls are still the ones the parsed fields describe, one for one
+ * (the tool calls' arguments_string are read by index). Sets *line to a
+ * malloc'd NUL-terminated string; MD_E_NOMEM is the only failure. */
+md_status md_trace_episode_dumps(const md_trace_episode *episode, char **line, md_error *err);
 
 /* Lines read so far (blank ones included). */
 size_t md_trace_reader_line(const md_trace_reader *reader);

@@ -1,5 +1,6 @@
-/* Agent traces (io/formats/trace.h), then the chat template (collector/tokenizer/chat_template.h)
- * on every valid episode.
+/* Agent traces (io/formats/trace.h), then the chat template (collector/tokenizer/chat_template.h),
+ * the trace writer and the probes planted for eval (collector/eval/probe_plant.h) on every valid
+ * episode.
  *
  * Invariants: the strict reader stops at the first bad episode with
  * MD_E_FORMAT or MD_E_INVALID (or MD_E_IO) naming the file; the skip-invalid reader returns
@@ -7,7 +8,12 @@
  * names, a continuation of a known kind, and the line it came from; its
  * count matches md_trace_scan's; each episode renders into a prompt whose
  * spans cover the text without gaps, none empty, and whose length is the
- * text's. */
+ * text's; the writer's line reads back (md_trace_parse_line) into an
+ * episode that the writer writes as the same bytes; planting probes
+ * succeeds on every valid episode (probe_plant.c checks its own result: each
+ * answer once, in its region, the planted line read back), and the episode
+ * read back carries one probe per planted region. */
+#include "collector/eval/probe_plant.h"
 #include "collector/tokenizer/chat_template.h"
 #include "fuzz_util.h"
 #include "io/formats/trace.h"
@@ -115,6 +121,48 @@ static void check_render(const md_trace_episode *e) {
   md_chat_prompt_free(&prompt);
 }
 
+/* The writer's line reads back into an episode it writes as the same bytes. */
+static void check_dump(const md_trace_episode *e) {
+  char *line = NULL, *again = NULL;
+  md_error err = {0};
+  md_status status = md_trace_episode_dumps(e, &line, &err);
+  FUZZ_CHECK(status == MD_OK || status == MD_E_NOMEM);
+  if (status != MD_OK) return;
+  size_t length = strlen(line);
+  FUZZ_CHECK(length >= 2 && line[length - 1] == '\n' && !memchr(line, '\n', length - 1));
+  md_trace_episode back;
+  status = md_trace_parse_line(e->path, e->line, line, length - 1, &back, &err);
+  FUZZ_CHECK_MSG(status == MD_OK || status == MD_E_NOMEM, "the written line does not read back: %s",
+                 err.message);
+  if (status == MD_OK) {
+    status = md_trace_episode_dumps(&back, &again, &err);
+    FUZZ_CHECK(status == MD_OK || status == MD_E_NOMEM);
+    FUZZ_CHECK(status != MD_OK || !strcmp(line, again));
+    md_trace_episode_free(&back);
+  }
+  free(again);
+  free(line);
+}
+
+/* Probes planted into every region, then into two named ones. */
+static void check_plant(const md_trace_episode *e, uint64_t seed) {
+  static const char *const some[] = {"user", "tool_in"};
+  md_probe_plant_settings every = {.seed = seed, .replace = true};
+  md_probe_plant_settings named = {.seed = seed, .regions = some, .n_regions = 2, .replace = true};
+  const md_probe_plant_settings *settings[] = {&every, &named};
+  for (size_t k = 0; k < 2; k++) {
+    md_probe_planted planted;
+    md_error err = {0};
+    md_status status = md_probe_plant_episode(e, settings[k], &planted, &err);
+    FUZZ_CHECK_MSG(status == MD_OK || status == MD_E_NOMEM, "planting failed: %s", err.message);
+    if (status != MD_OK) continue;
+    FUZZ_CHECK(planted.episode.n_probes == planted.n_planted);
+    FUZZ_CHECK(planted.n_planted <= planted.n_sites);
+    FUZZ_CHECK(k == 0 || planted.n_sites == 2);
+    md_probe_planted_free(&planted);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_input_file(data, size, ".jsonl");
   /* Values out of range (continuation.generate) are MD_E_INVALID. */
@@ -168,6 +216,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(episode.line <= md_trace_reader_line(reader));
     last_line = episode.line;
     check_render(&episode);
+    check_dump(&episode);
+    check_plant(&episode, size);
     md_trace_episode_free(&episode);
   }
   md_trace_close(reader);

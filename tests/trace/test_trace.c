@@ -444,6 +444,57 @@ static void test_bad_cases(void) {
   }
 }
 
+/* The writer: each fixture line, written by Python's json.dumps, is
+ * written back byte for byte, but for tool-calls, whose reals are written
+ * with other digits for the same doubles ("1e+16" as 10000000000000000.0)
+ * and whose string-form arguments come back as a string holding the same
+ * object; what the writer writes reads back into an episode it writes as
+ * the same bytes; and parse_line applies the reader's rules. */
+static void test_writer(void) {
+  FILE *fp = fopen(source_path("tests/trace/data/render-episodes.jsonl"), "rb");
+  CHECK(fp != NULL);
+  if (!fp) return;
+  char *input = NULL;
+  size_t capacity = 0, i = 0;
+  ssize_t length;
+  while ((length = getline(&input, &capacity, fp)) > 0 && i < n_episodes) {
+    const md_trace_episode *ep = &episodes[i++];
+    char *line = NULL, *again = NULL;
+    md_error err;
+    CHECK(md_trace_episode_dumps(ep, &line, &err) == MD_OK);
+    if (!line) continue;
+    if (strcmp(ep->id, "tool-calls") != 0) {
+      CHECK_MSG(!strcmp(line, input), "%s:\n  read:    %s  written: %s", ep->id, input, line);
+    } else {
+      json_t *a = json_loads(input, 0, NULL), *b = json_loads(line, 0, NULL);
+      CHECK(a && b && json_equal(a, b));
+      json_decref(a);
+      json_decref(b);
+      CHECK(strstr(line, "\"arguments\": \"{\\\"train\\\":\\\"TGV-6601\\\",\\\"seats\\\":2,"
+                         "\\\"price\\\":35.0}\"") != NULL);
+    }
+    md_trace_episode back;
+    CHECK(md_trace_parse_line("again.jsonl", 7, line, strlen(line) - 1, &back, &err) == MD_OK);
+    CHECK(back.line == 7 && !strcmp(back.path, "again.jsonl") && !strcmp(back.id, ep->id));
+    CHECK(md_trace_episode_dumps(&back, &again, &err) == MD_OK && again && !strcmp(line, again));
+    if (!strcmp(ep->id, "tool-calls"))
+      CHECK(back.n_messages == 8 && back.messages[5].tool_calls[0].arguments_string &&
+            !back.messages[2].tool_calls[0].arguments_string);
+    md_trace_episode_free(&back);
+    free(line);
+    free(again);
+  }
+  CHECK(i == n_episodes);
+  free(input);
+  fclose(fp);
+  md_trace_episode bad;
+  md_error err;
+  const char *no_id = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}";
+  CHECK(md_trace_parse_line("t.jsonl", 4, no_id, strlen(no_id), &bad, &err) == MD_E_FORMAT);
+  CHECK_MSG(strstr(err.message, "t.jsonl:4: missing \"id\"") != NULL, "%s", err.message);
+  CHECK(bad.root == NULL && bad.path == NULL);
+}
+
 int main(void) {
   if (!mkdtemp(tmp_dir)) return 1;
   load_fixture();
@@ -456,6 +507,7 @@ int main(void) {
   test_scan_failures();
   test_check_positions();
   test_bad_cases();
+  test_writer();
   for (size_t i = 0; i < n_episodes; i++) md_trace_episode_free(&episodes[i]);
   char path[300];
   snprintf(path, sizeof path, "%s/case.jsonl", tmp_dir);
