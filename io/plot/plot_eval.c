@@ -8,7 +8,9 @@
 
 #include "io/plot/plot_internal.h"
 
-enum { WIDTH = 1400, PANEL_HEIGHT = 380, TITLE_HEIGHT = 70, LEGEND_WIDTH = 230 };
+/* The legend's column holds the longest policy name of the table (16
+ * characters: memdecay-nodecay) beside its swatch. */
+enum { WIDTH = 1400, PANEL_HEIGHT = 380, TITLE_HEIGHT = 70, LEGEND_WIDTH = 250 };
 
 /* A policy's colour: the one given (eval's policy table: Okabe-Ito, MemDecay
  * in the strongest colours so that it stands out), else a blue. */
