@@ -40,6 +40,8 @@ static void print_help(FILE *out) {
       "                 change exceeds R (pinned: when it differs).\n"
       "  policy tau, ewma_beta and page_size (settings the runtime reads): drift when\n"
       "                 they differ at all.\n"
+      "  pooled lambda  (one rate for every unpinned region) as lambda, when the golden\n"
+      "                 config has a pooled fit; a new config without one drifts.\n"
       "  null vs null is ok; null vs a number is drift; a region present on one side\n"
       "  only is drift.\n"
       "\n"
@@ -260,6 +262,16 @@ static void compare_configs(tally *t, const md_config_summary *golden,
   }
   if (!isnan(golden->kappa) || !isnan(fresh->kappa)) {
     compare_number(t, "policy", "kappa", golden->kappa, fresh->kappa, rtol);
+  }
+  /* The pooled rate, when the golden has one (configs written before the
+   * fit computed it have none: nothing to compare). */
+  if (golden->has_pooled) {
+    if (fresh->has_pooled) {
+      compare_number(t, "pooled", "lambda", golden->pooled_lambda, fresh->pooled_lambda, rtol);
+    } else {
+      print_row(t, "pooled", "fit", "present", "missing", NAN,
+                make_verdict(true, "pooled fit missing in new"));
+    }
   }
   /* The settings the runtime reads with them (0 pages: absent). */
   const double settings[3][2] = {

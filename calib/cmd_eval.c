@@ -54,13 +54,16 @@ static void put_wrapped(FILE *out, size_t column, const char *text, size_t inden
   fputc('\n', out);
 }
 
-/* The names of the policy table (runtime/policy_table.h), "a, b, c". */
-static void policy_names(char *buffer, size_t size) {
+/* The names of the policy table (runtime/policy_table.h), "a, b, c": all of
+ * them, or only those of eval's default set (not opt-in). */
+static void policy_names(char *buffer, size_t size, bool default_set_only) {
   size_t used = 0;
   buffer[0] = '\0';
-  for (size_t i = 0; i < md_policy_table_count && used < size; i++)
-    used += (size_t)snprintf(buffer + used, size - used, "%s%s", i ? ", " : "",
+  for (size_t i = 0; i < md_policy_table_count && used < size; i++) {
+    if (default_set_only && md_policy_table[i]->opt_in) continue;
+    used += (size_t)snprintf(buffer + used, size - used, "%s%s", used ? ", " : "",
                              md_policy_table[i]->name);
+  }
 }
 
 /* The policies' names and lines come from the table (runtime/policy_table.h). */
@@ -86,9 +89,11 @@ static void print_help(FILE *out) {
       "      --config FILE        memdecay.json: the policy MemDecay evicts by\n"
       "  -o, --out FILE           the results file to write\n",
       out);
-  char names[1024], text[1200];
-  policy_names(names, sizeof names);
-  snprintf(text, sizeof text, "comma-separated, from %s (default: all)", names);
+  char names[1024], defaults[1024], text[2200];
+  policy_names(names, sizeof names, false);
+  policy_names(defaults, sizeof defaults, true);
+  snprintf(text, sizeof text, "comma-separated, from %s (default: %s; the others are opt-in)",
+           names, defaults);
   fputs("      --policies LIST      ", out);
   put_wrapped(out, 27, text, 27);
   fputs(
@@ -121,13 +126,21 @@ static void print_help(FILE *out) {
       "  -h, --help               this text\n"
       "\n",
       out);
-  fputs("Policies, in the order eval runs them:\n", out);
+  fputs("Policies, in the order eval runs them (opt-in: only when --policies names it):\n", out);
+  /* the names' column: the longest name and two spaces */
+  int name_width = 0;
+  for (size_t i = 0; i < md_policy_table_count; i++)
+    if ((int)strlen(md_policy_table[i]->name) + 2 > name_width)
+      name_width = (int)strlen(md_policy_table[i]->name) + 2;
   for (size_t i = 0; i < md_policy_table_count; i++) {
     const md_policy_class *c = md_policy_table[i];
-    snprintf(text, sizeof text, "%s%s%s%s", c->description, c->parameters ? " (" : "",
-             c->parameters ? c->parameters : "", c->parameters ? ")" : "");
-    fprintf(out, "  %-14s", c->name);
-    put_wrapped(out, 2 + (strlen(c->name) > 14 ? strlen(c->name) : 14), text, 16);
+    const char *parameters = c->parameters ? c->parameters : "";
+    snprintf(text, sizeof text, "%s%s%s%s%s%s", c->description,
+             c->parameters || c->opt_in ? " (" : "", parameters,
+             c->parameters && c->opt_in ? "; " : "", c->opt_in ? "opt-in" : "",
+             c->parameters || c->opt_in ? ")" : "");
+    fprintf(out, "  %-*s", name_width, c->name);
+    put_wrapped(out, 2 + (size_t)name_width, text, 2 + (size_t)name_width);
   }
   fputs("\n", out);
   fputs(
@@ -185,7 +198,7 @@ static int parse_policies(const char *text, md_eval_options *o) {
     const md_policy_class *policy = md_policy_find(item);
     if (!policy) {
       char names[1024];
-      policy_names(names, sizeof names);
+      policy_names(names, sizeof names, false);
       code = md_cli_usage_error(command, "unknown policy '%s' (known: %s)", item, names);
       break;
     }
@@ -309,7 +322,7 @@ static int parse_options(int argc, char **argv, options *opt) {
  * asked, per region and policy at one budget: what each policy kept,
  * whatever the model then made of it. */
 static void print_retention(const md_eval_results *r, const char *const *policies,
-                            size_t n_policies, double budget) {
+                            size_t n_policies, int column, double budget) {
   fprintf(stderr, "answer tokens still cached at %g%%:\n", 100.0 * budget);
   for (size_t g = 0; g < r->n_regions; g++) {
     if (md_eval_cell_at(r, 0, g)->total == 0) continue;
@@ -322,7 +335,7 @@ static void print_retention(const md_eval_results *r, const char *const *policie
       char cell[32] = "-";
       if (c && c->answer_tokens)
         snprintf(cell, sizeof cell, "%.0f%%", 100.0 * (double)c->answer_kept / (double)c->answer_tokens);
-      fprintf(stderr, " %-12s", cell);
+      fprintf(stderr, " %-*s", column, cell);
     }
     fputc('\n', stderr);
   }
@@ -345,6 +358,10 @@ static void print_table(const md_eval_results *r) {
     for (size_t p = 0; p < n_policies; p++) seen |= !strcmp(policies[p], r->run_policy[run]);
     if (!seen) policies[n_policies++] = r->run_policy[run];
   }
+  /* a column per policy: 12 wide, or its longest name's width */
+  int column = 12;
+  for (size_t p = 0; p < n_policies; p++)
+    if ((int)strlen(policies[p]) > column) column = (int)strlen(policies[p]);
   for (size_t b = 0; b < (n_budgets ? n_budgets : 1); b++) {
     if (n_budgets)
       fprintf(stderr, "recall at a budget of %g%% of each episode (recalled/total):\n",
@@ -352,7 +369,7 @@ static void print_table(const md_eval_results *r) {
     else
       fprintf(stderr, "recall with the full cache (recalled/total):\n");
     fprintf(stderr, "%-22s %-8s", "region", r->run_policy[0]);
-    for (size_t p = 0; p < n_policies; p++) fprintf(stderr, " %-12s", policies[p]);
+    for (size_t p = 0; p < n_policies; p++) fprintf(stderr, " %-*s", column, policies[p]);
     fputc('\n', stderr);
     size_t tot_rec[MD_EVAL_MAX_RUNS] = {0}, tot_all[MD_EVAL_MAX_RUNS] = {0};
     size_t un_rec[MD_EVAL_MAX_RUNS] = {0}, un_all[MD_EVAL_MAX_RUNS] = {0};
@@ -371,7 +388,7 @@ static void print_table(const md_eval_results *r) {
           if (run < 0) continue;
           c = md_eval_cell_at(r, (size_t)run, g);
           snprintf(cell, sizeof cell, "%zu/%zu", c->recalled, c->total);
-          fprintf(stderr, " %-12s", cell);
+          fprintf(stderr, " %-*s", column, cell);
         }
         tot_rec[p] += c->recalled;
         tot_all[p] += c->total;
@@ -395,11 +412,11 @@ static void print_table(const md_eval_results *r) {
       fprintf(stderr, "%-22s %-8s", labels[line], line == 2 ? "" : cell);
       for (size_t p = 1; p <= n_policies; p++) {
         snprintf(cell, sizeof cell, "%zu/%zu", rec[p], all[p]);
-        fprintf(stderr, " %-12s", cell);
+        fprintf(stderr, " %-*s", column, cell);
       }
       fputc('\n', stderr);
     }
-    if (n_budgets) print_retention(r, policies, n_policies, budgets[b]);
+    if (n_budgets) print_retention(r, policies, n_policies, column, budgets[b]);
   }
   size_t flagged = 0;
   for (size_t g = 0; g < r->n_regions; g++) flagged += md_eval_cell_at(r, 0, g)->flagged;
@@ -456,7 +473,7 @@ int md_cmd_eval(int argc, char **argv) {
   if (status == MD_OK && opt.eval.record_path) unlink(opt.eval.record_path); /* written: done */
   if (status == MD_OK && opt.plot) {
     /* the figure's colours: the policy table's */
-    md_plot_policy_color colors[MD_EVAL_MAX_POLICIES];
+    md_plot_policy_color colors[MD_EVAL_MAX_POLICIES];  /* the table fits (tests/runtime) */
     size_t n_colors = 0;
     for (size_t i = 0; i < md_policy_table_count && n_colors < MD_EVAL_MAX_POLICIES; i++) {
       const md_policy_class *c = md_policy_table[i];

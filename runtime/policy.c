@@ -18,6 +18,14 @@
 
 /* ---- the config ------------------------------------------------------------- */
 
+/* The half-life is lambda's summary (ln 2 / lambda): one that contradicts
+ * lambda by more than 1% (more than rounding to three digits) means the file
+ * was edited inconsistently. */
+static bool contradicts_half_life(double lambda, double half_life) {
+  return isfinite(half_life) && half_life > 0 && isfinite(lambda) && lambda >= 0 &&
+         !(fabs(lambda * half_life / log(2.0) - 1.0) <= 0.01);
+}
+
 /* The ranges of md_policy_config. `where` prefixes every message: "PATH: "
  * when loading a file, "" for a config built in memory. */
 static md_status check_config(const md_policy_config *c, const char *where, md_error *err) {
@@ -48,6 +56,11 @@ static md_status check_config(const md_policy_config *c, const char *where, md_e
   if (!(isfinite(c->kappa) && c->kappa > 0)) {
     return md_fail(err, MD_E_INVALID, "%spolicy.attention_norm.kappa: %g is not a positive number",
                    where, c->kappa);
+  }
+  if (c->has_pooled && !isnan(c->pooled_lambda) &&
+      !(isfinite(c->pooled_lambda) && c->pooled_lambda >= 0)) {
+    return md_fail(err, MD_E_INVALID, "%spooled.lambda: %g is not a number >= 0", where,
+                   c->pooled_lambda);
   }
   if (c->n_regions > 0 && !c->regions) {
     return md_fail(err, MD_E_INVALID, "%sregions: %zu regions but no table", where, c->n_regions);
@@ -91,7 +104,18 @@ md_status md_policy_config_load(const char *path, md_policy_config *config, md_e
       .ewma_beta = summary.ewma_beta,
       .alpha = summary.alpha,
       .kappa = summary.kappa,
+      .has_pooled = summary.has_pooled,
+      .pooled_lambda = summary.pooled_lambda,
   };
+  if (summary.has_pooled &&
+      contradicts_half_life(summary.pooled_lambda, summary.pooled_half_life)) {
+    md_fail(err, MD_E_INVALID,
+            "%s: pooled.lambda: %g contradicts its half_life %g (lambda = ln 2 / half_life = %g)",
+            path, summary.pooled_lambda, summary.pooled_half_life,
+            log(2.0) / summary.pooled_half_life);
+    md_config_summary_free(&summary);
+    return MD_E_INVALID;
+  }
   c.regions = calloc(summary.n_regions + 1, sizeof *c.regions);
   if (!c.regions) {
     md_config_summary_free(&summary);
@@ -99,12 +123,8 @@ md_status md_policy_config_load(const char *path, md_policy_config *config, md_e
   }
   for (size_t i = 0; i < summary.n_regions; i++) {
     md_config_read_region *from = &summary.regions[i];
-    /* The half-life is lambda's summary (ln 2 / lambda): one that
-     * contradicts lambda by more than 1% (more than rounding to three
-     * digits) means the file was edited inconsistently. */
     const double hl = from->half_life, lambda = from->lambda;
-    if (isfinite(hl) && hl > 0 && isfinite(lambda) && lambda >= 0 &&
-        !(fabs(lambda * hl / log(2.0) - 1.0) <= 0.01)) {
+    if (contradicts_half_life(lambda, hl)) {
       md_fail(err, MD_E_INVALID,
               "%s: regions.%s.lambda: %g contradicts its half_life %g (lambda = ln 2 / half_life "
               "= %g)",
@@ -151,6 +171,7 @@ struct md_policy {
   double *b, *lambda;
   bool *pinned;
   double tau, beta, alpha, kappa;
+  double pooled_lambda;    /* NaN: none */
   /* tokens, position order */
   int64_t n, cap;
   int64_t *pos;
@@ -186,7 +207,7 @@ static md_policy_view view_of(const md_policy *p) {
       .e_raw = p->e_raw, .acc = p->acc, .step = p->step, .page_size = p->page_size,
       .n_regions = p->n_regions, .base_priority = p->b, .lambda = p->lambda,
       .pinned = p->pinned, .tau = p->tau, .ewma_beta = p->beta, .alpha = p->alpha,
-      .kappa = p->kappa};
+      .kappa = p->kappa, .pooled_lambda = p->pooled_lambda};
 }
 
 static md_status grow(void **array, int64_t *cap, int64_t need, size_t size, md_error *err) {
@@ -278,6 +299,10 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
     return md_fail(err, MD_E_INVALID, "policy %s: sink_tokens %d is negative", name,
                    options->sink_tokens);
   }
+  if (options->observation_window < 0 || options->pool_kernel < 0) {
+    return md_fail(err, MD_E_INVALID, "policy %s: observation_window %d or pool_kernel %d is "
+                   "negative", name, options->observation_window, options->pool_kernel);
+  }
   if (config) {
     md_status status = check_config(config, "", err);
     if (status != MD_OK) return md_error_prefix(err, "policy %s", name);
@@ -306,6 +331,7 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
     p->beta = config->ewma_beta;
     p->alpha = config->alpha;
     p->kappa = config->kappa;
+    p->pooled_lambda = config->has_pooled ? config->pooled_lambda : NAN;
   } else {
     /* h2o and the others need no constants; tau and beta still drive the
      * (unused) refresh and EWMA bookkeeping: the config defaults. */
@@ -313,6 +339,7 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
     p->beta = MD_POLICY_EWMA_BETA_DEFAULT;
     p->alpha = 0.0;
     p->kappa = MD_POLICY_KAPPA_DEFAULT;
+    p->pooled_lambda = NAN;
   }
   if (cls->state_size > 0 && !(p->state = calloc(1, cls->state_size))) {
     md_policy_free(p);
@@ -418,7 +445,7 @@ md_status md_policy_observe(md_policy *p, const float *received, int64_t n_cache
 
 /* The score of token i at the current step (the class's; 0 without one). */
 static double token_score(const md_policy *p, const md_policy_view *view, int64_t i) {
-  return p->cls->score ? p->cls->score(view, i) : 0;
+  return p->cls->score ? p->cls->score(p->state, view, i) : 0;
 }
 
 /* Index of the first cached token with position >= `position`. */

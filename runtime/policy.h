@@ -58,8 +58,40 @@
  * so that a_hat = 1 at the calibration's kappa quantile. memdecay-raw is the
  * unnormalised form (plain attention shares, no kappa), kept for comparison.
  * A token of a pinned region scores +infinity (lambda is not needed there).
- * h2o scores a token by acc; full, random and streaming rank by position
- * only and score every token 0.
+ *
+ * The ablations of memdecay take one part away each and score with
+ * memdecay's own code (runtime/policies/memdecay.c, md_memdecay_score):
+ *
+ *   memdecay-shared   s_i(t) = b_r exp(-lambda_pooled dt_i) + alpha a_hat_i
+ *   memdecay-nodecay  s_i(t) = b_r + alpha a_hat_i          (lambda_r = 0)
+ *   memdecay-noattn   s_i(t) = b_r exp(-lambda_r dt_i)      (alpha = 0)
+ *
+ * lambda_pooled is the config's pooled.lambda: one exponential fit of the
+ * lifetimes of every unpinned region together (memdecay-config(5), POOLED),
+ * so memdecay-shared keeps the regions' base priorities and pinning but not
+ * their separate rates; it refuses a config without a pooled fit. In
+ * memdecay-noattn attention still refreshes dt (r >= tau): the refresh is
+ * the "last use" the lifetimes were measured from, part of the decay term;
+ * only the a_hat term goes.
+ *
+ * The attention baselines, with W observe calls in the window and a pooling
+ * width K (md_policy_options; defaults W = 32, K = 7):
+ *
+ *   snapkv   s_i(t) = max over the cached tokens j with |pos_j - pos_i| <= K/2
+ *                     of v_j,  v_j = sum over the last W observe calls c of
+ *                     received_c[j] (0 for a call before j was appended)
+ *   tova     s_i(t) = received[i] of the last observe call (0 for a token
+ *                     appended since)
+ *
+ * snapkv is SnapKV's score (Li et al. 2024, "SnapKV: LLM Knows What You Are
+ * Looking for Before Generation": the attention of an observation
+ * window of the latest queries, summed over them, then a 1-D pool over
+ * neighbouring positions, max pooling of width 7 here; the released code
+ * also offers average pooling). tova is TOVA's (Oren et al. 2024,
+ * "Transformers are Multi-State RNNs": the attention of the
+ * current query, averaged over heads). h2o scores a token by acc; full,
+ * random, streaming and streaming-pinned rank by position only and score
+ * every token 0.
  *
  * ---- Pages and eviction -----------------------------------------------------
  *
@@ -98,14 +130,45 @@
  *   random        uniformly random pages, without replacement, drawn with a
  *                 self-contained splitmix64 generator seeded by
  *                 md_policy_options.seed / md_policy_reset(). No pinning.
+ *   memdecay-shared, memdecay-nodecay, memdecay-noattn
+ *                 as memdecay: pinned pages kept, the others lowest page
+ *                 score first.
+ *   streaming-pinned
+ *                 streaming's order (sink pages kept, the others oldest
+ *                 first), and pages holding a pinned-region token are not
+ *                 evictable: pinning alone, without rates or attention.
+ *   snapkv        the pages holding the W most recently appended tokens
+ *                 (the observation window's own tokens, which SnapKV keeps)
+ *                 go last, oldest first, only when nothing else is left;
+ *                 the others go lowest page score first. Departures from
+ *                 SnapKV, which compresses the prompt once, after prefill:
+ *                 the scores are recomputed at every eviction point over
+ *                 what is cached, as decoding variants of it do; its window
+ *                 is the last W prompt queries, here the last W observe
+ *                 calls (a decode step is one query; a prefill chunk's
+ *                 queries count as one call, their attention summed); it
+ *                 selects per layer and head, here one selection from the
+ *                 attention averaged over heads and captured layers; it
+ *                 selects tokens, here pages by their tokens' mean score;
+ *                 the pool runs over positions, and an evicted neighbour
+ *                 is absent (max_pool1d's padding). No pinning.
+ *   tova          the pages go lowest page score first: the page the latest
+ *                 query attended to least. Departures from TOVA, which drops
+ *                 one token per step and layer when its cache is full: whole
+ *                 pages (their tokens' mean), one decision for every layer
+ *                 from the attention averaged over heads and captured
+ *                 layers, and after a prefill chunk the "latest query" is
+ *                 the chunk's queries, their attention summed. No pinning.
  *
  * The code: the engine (state, statistics, pages, eviction) in
  * runtime/policy.c; each policy a class of runtime/policy_class.h in its own
  * file, runtime/policies/NAME.c (NAME with _ for -), listed in
  * runtime/policies/table.c (runtime/policy_table.h).
  *
- * Cost: append O(1) amortised, observe O(cached + n_q), evict
- * O(cached + pages log pages), score look-ups O(log cached + page_size).
+ * Cost: append O(1) amortised, observe O(cached + n_q) (snapkv O(W cached)),
+ * evict O(cached + pages log pages) (snapkv and tova O(K cached log cached):
+ * their per-token state is looked up by position), score look-ups
+ * O(log cached + page_size).
  *
  * Library code: no output, no exit; errors come back as md_status with an
  * md_error message. A policy is not thread-safe. */
@@ -138,18 +201,26 @@ typedef struct md_policy_config {
   double ewma_beta;      /* in [0, 1) */
   double alpha;          /* finite and >= 0 */
   double kappa;          /* finite and > 0 */
+  /* The pooled fit (pooled.lambda, memdecay-config(5)): has_pooled false when
+   * the config has none (written before the fit computed it); pooled_lambda
+   * finite and >= 0, or NaN for null. Only memdecay-shared needs it. */
+  bool has_pooled;
+  double pooled_lambda;
   size_t n_regions;
   md_policy_region *regions;  /* in file order: region index = array index */
 } md_policy_config;
 
-/* Loads policy.{page_size, tau, ewma_beta, alpha, attention_norm.kappa} and
- * regions.NAME.{pinned, base_priority, lambda} of a memdecay.json through
- * io/config's reader (md_config_read_as, MD_CONFIG_READ_POLICY). Every error
- * names the file and the field ("PATH: policy.attention_norm.kappa: ...").
- * Refused: a field missing or of the wrong type, a value out of the ranges
- * above, a null kappa or alpha (not estimable in the calibration: memdecay
- * needs them), a null lambda on an unpinned region (on a pinned one lambda
- * is not needed and may be null). On failure *config is left empty. */
+/* Loads policy.{page_size, tau, ewma_beta, alpha, attention_norm.kappa},
+ * regions.NAME.{pinned, base_priority, lambda} and, when present,
+ * pooled.lambda of a memdecay.json through io/config's reader
+ * (md_config_read_as, MD_CONFIG_READ_POLICY). Every error names the file and
+ * the field ("PATH: policy.attention_norm.kappa: ..."). Refused: a field
+ * missing or of the wrong type, a value out of the ranges above, a null
+ * kappa or alpha (not estimable in the calibration: memdecay needs them), a
+ * null lambda on an unpinned region (on a pinned one lambda is not needed
+ * and may be null), a lambda (a region's or the pooled one) that contradicts
+ * its half_life. A config without "pooled" loads (has_pooled false). On
+ * failure *config is left empty. */
 md_status md_policy_config_load(const char *path, md_policy_config *config, md_error *err);
 void md_policy_config_free(md_policy_config *config);
 /* The index of region `name`, or -1. */
@@ -163,29 +234,30 @@ typedef struct md_policy_options {
   const md_policy_class *policy;  /* which policy: a class of the table or the caller's own */
   int page_size;      /* 0: the config's page_size (16 without a config); else >= 1 */
   uint64_t seed;      /* random */
-  int sink_tokens;    /* streaming; 0 = 4; >= 0 */
+  int sink_tokens;    /* streaming, streaming-pinned; 0 = 4; >= 0 */
+  int observation_window; /* snapkv: W, observe calls in its window; 0 = 32; >= 0 */
+  int pool_kernel;    /* snapkv: K, the pool's width in positions, odd; 0 = 7; 1: no pooling */
 } md_policy_options;
 
-/* `config` may be NULL for full, random, streaming and h2o (they use no
- * region data); memdecay and memdecay-raw (every class with uses_regions)
- * need it; a config given is checked against the ranges above (errors name
- * the field). The policy copies what it needs: `config` may be freed
- * afterwards. */
+/* `config` may be NULL for a class without uses_regions (it uses no region
+ * data); a class with uses_regions (memdecay, its ablations,
+ * streaming-pinned) needs it; a config given is checked against the ranges
+ * above (errors name the field). The policy copies what it needs: `config`
+ * may be freed afterwards. */
 md_status md_policy_new(const md_policy_config *config, const md_policy_options *options,
                         md_policy **policy, md_error *err);
 void md_policy_free(md_policy *policy);
 /* The class the policy was made with. */
 const md_policy_class *md_policy_get_class(const md_policy *policy);
 
-/* Forgets every token (a new sequence: t = 0, no sink seen yet) and reseeds
- * random with `seed` (the class's reset). */
+/* Forgets every token (a new sequence: t = 0, no sink seen yet, no
+ * attention observed) and reseeds random with `seed` (the class's reset). */
 void md_policy_reset(md_policy *policy, uint64_t seed);
 
 /* A token enters the cache at original position `position` (>= 0, strictly
  * increasing across calls since the last reset), in region `region` of the
- * config. memdecay and memdecay-raw (every class with uses_regions) need a
- * region index of the config; the others ignore it: -1 or, with a config, an
- * index of it. One step. */
+ * config. Every class with uses_regions needs a region index of the config;
+ * the others ignore it: -1 or, with a config, an index of it. One step. */
 md_status md_policy_append(md_policy *policy, int64_t position, int region, md_error *err);
 
 /* After the forward pass of the last n_queries appended tokens (1 <=

@@ -12,7 +12,8 @@
  * Each class of the program is defined in its own file under
  * runtime/policies/ and listed once in runtime/policies/table.c
  * (runtime/policy_table.h): the table is every list of policy names there is
- * (eval's --policies, --help and default set, the figure's colours). A class
+ * (eval's --policies, --help and default set, the figure's colours); a class
+ * marked opt_in is in the table but not in eval's default set. A class
  * outside the table (a test's, an experiment's) runs just as well: give it to
  * md_policy_new (md_policy_options.policy) or to md_eval
  * (md_eval_options.policies); it then has no name on the command line.
@@ -27,7 +28,11 @@
  *   observe after the engine updated its statistics with an observe call's
  *           attention (received[0 .. view->n - 1], n_queries as there).
  *   score   the score of cached token i (index into the view) at the
- *           current step; NULL: the class scores nothing (every token 0).
+ *           current step, from the view and the class's state (NULL for a
+ *           class without state); NULL: the class scores nothing (every
+ *           token 0). Called per token when pages are built and by
+ *           md_policy_token_score / md_policy_page_score; it must not
+ *           change the state.
  *   choose  when pages must go (more than budget_pages pages cached): fills
  *           order[0 .. *n_order - 1] with the indices of evictable pages in
  *           the order they go (each at most once); the engine evicts the
@@ -69,6 +74,10 @@ typedef struct md_policy_view {
   const double *lambda;        /* lambda_r (NaN allowed when pinned) */
   const bool *pinned;
   double tau, ewma_beta, alpha, kappa;
+  /* The config's pooled decay rate (pooled.lambda: one exponential fit of
+   * every unpinned region's lifetimes together); NaN when the config has no
+   * pooled fit or its lambda is null. */
+  double pooled_lambda;
 } md_policy_view;
 
 /* A page with cached tokens: a run of tokens with one position / page_size. */
@@ -100,6 +109,10 @@ typedef struct md_policy_class {
    * every appended token needs a region index of it, and pages holding a
    * pinned region's token are not evictable. */
   bool uses_regions;
+  /* Not in eval's default set (the baselines and ablations a reader asks
+   * for, beyond the default comparison): eval runs it only when --policies
+   * (md_eval_options.policies) names it. */
+  bool opt_in;
   size_t state_size;        /* bytes of state the engine allocates (zeroed); 0: none */
   md_status (*init)(void *state, const md_policy_options *options,
                     const md_policy_config *config, md_error *err);
@@ -107,7 +120,7 @@ typedef struct md_policy_class {
   md_status (*append)(void *state, const md_policy_view *view, md_error *err);
   md_status (*observe)(void *state, const md_policy_view *view, const float *received,
                        int64_t n_queries, md_error *err);
-  double (*score)(const md_policy_view *view, int64_t i);
+  double (*score)(const void *state, const md_policy_view *view, int64_t i);
   md_status (*choose)(void *state, const md_policy_view *view, const md_policy_page *pages,
                       int64_t n_pages, int64_t budget_pages, int64_t excess,
                       md_policy_candidate *order, int64_t *n_order, md_error *err);

@@ -121,13 +121,14 @@ static md_status check_options(eval_state *st, md_error *err) {
       return md_fail(err, MD_E_INVALID, "budget %g is outside (0, 1]: a budget is a fraction of "
                      "the episode's length", o->budgets[i]);
   if (o->page_size < 0) return md_fail(err, MD_E_INVALID, "page size %d is negative", o->page_size);
-  /* full first, then the others in the order given (default: the table's),
-   * each once */
+  /* full first, then the others in the order given (default: the table's
+   * but its opt-in classes), each once */
   st->policies[st->n_policies++] = &md_policy_class_full;
   const md_policy_class *const *list = o->n_policies ? o->policies : md_policy_table;
   size_t n = o->n_policies ? o->n_policies : md_policy_table_count;
   for (size_t i = 0; i < n; i++) {
     const md_policy_class *c = list[i];
+    if (!o->n_policies && c->opt_in) continue;
     if (!c || !c->name || !c->name[0])
       return md_fail(err, MD_E_INVALID, "policy %zu of %zu: no class, or one without a name",
                      i + 1, n);
@@ -159,6 +160,17 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   if (st->page_size < 1)
     return md_fail(err, MD_E_INVALID, "%s: policy.page_size %d is not positive", o->config_path,
                    st->page_size);
+  /* Every policy made once with this config before any model work, so that
+   * one the config cannot serve (memdecay-shared without a pooled fit) is
+   * refused now, naming the file and the field. */
+  for (size_t i = 0; i < st->n_policies; i++) {
+    md_policy_options po = {.policy = st->policies[i], .page_size = st->page_size,
+                            .seed = o->seed, .sink_tokens = SINK_TOKENS};
+    md_policy *trial = NULL;
+    if ((s = md_policy_new(&st->policy_config, &po, &trial, err)) != MD_OK)
+      return md_error_prefix(err, "%s", o->config_path);
+    md_policy_free(trial);
+  }
   md_model_dir opened;
   md_qwen2_open_options open = {.gguf_f32 = o->gguf_f32};
   if ((s = md_model_dir_open_with(o->model_dir, &open, "eval", on_model_warning, st, &opened, err)) != MD_OK)

@@ -41,7 +41,8 @@
  *
  * Validation happens before any model work: the traces, the config (every
  * region an episode uses must be listed in it; eval has no fallback, since
- * an unlisted region has no decay rate to evict by), every episode has at
+ * an unlisted region has no decay rate to evict by; every policy must accept
+ * it, e.g. memdecay-shared needs its pooled fit), every episode has at
  * least one probe, every probe's region occurs in its episode's prompt,
  * budgets lie in (0, 1]. The library never prints: progress and warnings go
  * to callbacks. */
@@ -77,7 +78,8 @@ typedef struct md_eval_options {
      (runtime/policy_class.h: a policy outside the table runs the same way;
      its name, unique among them, goes into the results). */
   const md_policy_class *policies[MD_EVAL_MAX_POLICIES];
-  size_t n_policies;          /* 0: every policy of the table, in its order; full (the
+  size_t n_policies;          /* 0: every policy of the table but the opt-in ones
+                                 (md_policy_class.opt_in), in its order; full (the
                                  ceiling) is run first whether listed or not */
   double budgets[MD_EVAL_MAX_BUDGETS];
   size_t n_budgets;           /* 0: MD_EVAL_DEFAULT_BUDGET_SMALL and _LARGE */

@@ -154,6 +154,7 @@ md_status md_regions_fit_all(const md_events *events, const md_regions_settings 
     md_regions_resolve_priority(fit, settings);
   }
   free(names);
+  if (status == MD_OK) status = md_regions_fit_pooled(settings, results, err);
   if (status == MD_OK && settings->calibration)
     status = md_regions_apply_calibration(settings, results, err);
   if (status == MD_OK) status = md_regions_warn_unused_names(events, settings, &results->warnings, err);
@@ -168,6 +169,7 @@ void md_regions_results_free(md_regions_results *results) {
     md_km_curve_free(&results->regions[i].km);
   }
   free(results->regions);
+  free(results->pooled.regions);
   if (results->have_overall) md_logrank_result_free(&results->overall);
   free(results->pairwise);
   md_warnings_free(&results->warnings);

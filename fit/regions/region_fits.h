@@ -72,6 +72,20 @@ typedef struct md_region_fit {
   const char *base_priority_source;
 } md_region_fit;
 
+/* The pooled fit (memdecay-config(5), POOLED): one exponential fit of the
+ * lifetimes of every unpinned region together, the single rate of a policy
+ * without per-region rates (the runtime's memdecay-shared). Its MLE is
+ * d / T over the pooled rows: the unpinned regions' events over their
+ * exposure. */
+typedef struct md_pooled_fit {
+  bool present;                     /* false when every region is pinned */
+  size_t n_regions;
+  const char **regions;             /* the unpinned regions, in results order (names
+                                       point into md_events) */
+  md_surv_totals totals;            /* rows, weight, events, exposure: the regions' sums */
+  md_exponential_fit exponential;   /* estimable false without events */
+} md_pooled_fit;
+
 typedef struct md_regions_results {
   size_t n_regions;
   md_region_fit *regions;           /* known regions in prompt order, then by name */
@@ -79,6 +93,7 @@ typedef struct md_regions_results {
   bool have_overall;
   size_t n_pairs;
   md_config_logrank *pairwise;      /* chi-square, df, p per pair */
+  md_pooled_fit pooled;
   md_warnings warnings;             /* the input's warnings, then the fits' */
   /* With a calibration: alpha, the median of the unpinned regions' base
    * priorities (measured shares, or the priors file's values); NaN when no
@@ -86,7 +101,8 @@ typedef struct md_regions_results {
   double alpha;
 } md_regions_results;
 
-/* Fits every region of `events` and runs the tests. Regions whose
+/* Fits every region of `events`, then the unpinned ones pooled, and runs
+ * the tests. Regions whose
  * quantities cannot be estimated get NaN there plus a warning; only
  * allocation failures and invalid arguments fail, and, with a calibration,
  * events that are not the ones it was measured with (MD_E_INVALID: the rows

@@ -19,6 +19,12 @@ void md_regions_resolve_priority(md_region_fit *fit, const md_regions_settings *
 md_status md_regions_warn_unused_names(const md_events *events, const md_regions_settings *settings,
                                    md_warnings *warnings, md_error *err);
 
+/* pooled_fit.c: the exponential fit of the unpinned regions' lifetimes
+ * pooled (after pinning is resolved); a warning when no region is unpinned
+ * (the pooled fit is left out) or the pooled rows have no event. */
+md_status md_regions_fit_pooled(const md_regions_settings *settings, md_regions_results *results,
+                                md_error *err);
+
 /* logrank_tests.c: the overall and pairwise log-rank tests. */
 md_status md_regions_run_tests(md_regions_results *results, md_error *err);
 

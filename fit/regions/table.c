@@ -65,6 +65,17 @@ void md_regions_print_table(FILE *out, const md_regions_results *results, double
     fprintf(out, "(not identified): the half-life follows the observation window or rests on "
                  "few ends; see the warnings and \"identification\" in the config\n");
   }
+  const md_pooled_fit *pooled = &results->pooled;
+  if (pooled->present) {
+    char events[32], half_life[128], label[64];
+    double half_life_ci[2];
+    md_half_life_ci(pooled->exponential.lambda_ci_wald, half_life_ci);
+    double center = pooled->exponential.estimable ? md_half_life(pooled->exponential.lambda) : NAN;
+    snprintf(label, sizeof label, "(%zu unpinned regions pooled)", pooled->n_regions);
+    fprintf(out, "%-*s %9.0f %10s  %-28s %7s  %s\n", width, "pooled", pooled->totals.rows,
+            number(events, sizeof events, "%.0f", pooled->totals.events),
+            with_interval(half_life, sizeof half_life, "%.1f", center, half_life_ci), "", label);
+  }
   if (results->overall.estimable) {
     char p[32];
     fprintf(out, "log-rank, %zu regions: chi-square %.1f on %d df, %s\n", results->n_regions,

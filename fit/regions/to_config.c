@@ -81,6 +81,26 @@ static void map_region(const md_region_fit *fit, const md_regions_settings *sett
   }
 }
 
+static void map_pooled(const md_pooled_fit *fit, const md_regions_settings *settings,
+                       md_config_pooled *out) {
+  const md_exponential_fit *exponential = &fit->exponential;
+  *out = (md_config_pooled){
+      .present = fit->present,
+      .n_regions = fit->n_regions,
+      .regions = fit->regions,
+      .lambda = exponential->estimable ? exponential->lambda : NAN,
+      .half_life = exponential->estimable ? md_half_life(exponential->lambda) : NAN,
+      .half_life_ci = {NAN, NAN},
+      .n = (size_t)fit->totals.rows,
+      .weight = fit->totals.weight,
+      .events = fit->totals.events,
+      .exposure = fit->totals.exposure,
+      .ci_level = settings->level,
+  };
+  if (exponential->estimable) md_half_life_ci(exponential->lambda_ci_wald, out->half_life_ci);
+  map_exponential(exponential, &out->exponential);
+}
+
 /* Policy, model and workload facts from the calibration sidecar. */
 static md_status map_calibration(const md_regions_results *results, const md_calibration *calibration,
                                  md_config *config, md_regions_config_storage *storage,
@@ -128,6 +148,7 @@ md_status md_regions_config(const md_regions_results *results, const md_regions_
   }
   config->n_regions = n;
   config->regions = storage->regions;
+  map_pooled(&results->pooled, settings, &config->pooled);
   config->tests = (md_config_tests){
       .present = true,
       .n_regions = n,

@@ -195,6 +195,33 @@ static json_t *emit_regions(emitter *e, const md_config *config) {
   return o;
 }
 
+static json_t *emit_pooled(emitter *e, const md_config_pooled *pooled) {
+  json_t *o = json_object();
+  json_t *regions = json_array();
+  json_t *fit = json_object();
+  if (!o || !regions || !fit) {
+    json_decref(o);
+    json_decref(regions);
+    json_decref(fit);
+    return NULL;
+  }
+  begin_section(e, "pooled");
+  for (size_t i = 0; i < pooled->n_regions; i++) push(e, regions, json_string(pooled->regions[i]));
+  set(e, o, "regions", regions);
+  set(e, o, "lambda", real(e, "lambda", pooled->lambda));
+  set(e, o, "half_life", real(e, "half_life", pooled->half_life));
+  set(e, o, "half_life_ci", interval(e, "half_life_ci", pooled->half_life_ci));
+  set(e, fit, "n", json_integer((json_int_t)pooled->n));
+  set(e, fit, "weight", real(e, "fit.weight", pooled->weight));
+  set(e, fit, "events", real(e, "fit.events", pooled->events));
+  set(e, fit, "exposure", real(e, "fit.exposure", pooled->exposure));
+  set(e, fit, "ci_level", real(e, "fit.ci_level", pooled->ci_level));
+  set(e, fit, "exponential", emit_exponential(e, &pooled->exponential));
+  set(e, o, "fit", fit);
+  end_section(e);
+  return o;
+}
+
 static json_t *emit_logrank_result(emitter *e, const md_config_logrank *test, const char *field,
                                    bool pair) {
   json_t *o = json_object();
@@ -350,6 +377,7 @@ static json_t *emit_document(emitter *e, const md_config *config) {
   set(e, root, "workload", emit_workload(e, &config->workload));
   set(e, root, "policy", emit_policy(e, &config->policy));
   set(e, root, "regions", emit_regions(e, config));
+  if (config->pooled.present) set(e, root, "pooled", emit_pooled(e, &config->pooled));
   if (config->tests.present) set(e, root, "tests", emit_tests(e, &config->tests));
   set(e, root, "warnings", emit_warnings(e));
   return root;
@@ -528,6 +556,26 @@ static md_status read_policy(const char *path, const json_t *policy, bool strict
   return read_number(path, "policy.attention_norm.kappa", kappa, true, &summary->kappa, err);
 }
 
+/* "pooled", when present: strict (the runtime) insists on an object with
+ * lambda and half_life, numbers or null; `check` takes what is there. */
+static md_status read_pooled(const char *path, const json_t *pooled, bool strict,
+                             md_config_summary *summary, md_error *err) {
+  summary->has_pooled = false;
+  summary->pooled_lambda = summary->pooled_half_life = NAN;
+  if (!pooled) return MD_OK;
+  if (!json_is_object(pooled)) {
+    if (!strict) return MD_OK;
+    return md_fail(err, MD_E_FORMAT, "%s: pooled: expected an object, found %s", path,
+                   json_kind(pooled));
+  }
+  summary->has_pooled = true;
+  md_status status = read_runtime_number(path, "pooled.lambda", json_object_get(pooled, "lambda"),
+                                         true, strict, &summary->pooled_lambda, err);
+  if (status != MD_OK) return status;
+  return read_runtime_number(path, "pooled.half_life", json_object_get(pooled, "half_life"), true,
+                             strict, &summary->pooled_half_life, err);
+}
+
 static md_status read_document(const char *path, const json_t *root, bool strict,
                                md_config_summary *summary, md_error *err) {
   if (!json_is_object(root)) {
@@ -563,6 +611,8 @@ static md_status read_document(const char *path, const json_t *root, bool strict
     summary->n_regions++;
     if (status != MD_OK) return status;
   }
+  md_status status = read_pooled(path, json_object_get(root, "pooled"), strict, summary, err);
+  if (status != MD_OK) return status;
   return read_policy(path, json_object_get(root, "policy"), strict, summary, err);
 }
 

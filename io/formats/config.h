@@ -100,6 +100,23 @@ typedef struct md_config_region {
   md_config_region_measured measured;
 } md_config_region;
 
+/* The pooled fit: one exponential fit of the lifetimes of every unpinned
+ * region together (memdecay-config(5), POOLED), the single decay rate of a
+ * policy without per-region rates (the runtime's memdecay-shared). Emitted
+ * as "pooled" only when present. */
+typedef struct md_config_pooled {
+  bool present;
+  size_t n_regions;
+  const char *const *regions;       /* the regions pooled, in the config's order */
+  double lambda;                    /* = exponential.lambda */
+  double half_life;                 /* ln 2 / lambda */
+  double half_life_ci[2];           /* mapped from exponential.lambda_ci */
+  size_t n;                         /* input rows of those regions */
+  double weight, events, exposure;  /* their sums, as md_config_fit's */
+  double ci_level;
+  md_config_exponential exponential;
+} md_config_pooled;
+
 typedef struct md_config_logrank {
   const char *regions[2];           /* pairwise only: the two regions */
   double statistic;                 /* chi-square */
@@ -158,6 +175,7 @@ typedef struct md_config {
   md_config_policy policy;
   size_t n_regions;
   const md_config_region *regions;
+  md_config_pooled pooled;
   md_config_tests tests;
   const md_warnings *warnings;      /* may be NULL */
 } md_config;
@@ -191,6 +209,13 @@ typedef struct md_config_summary {
   int page_size;           /* policy.page_size */
   double tau;              /* policy.tau */
   double ewma_beta;        /* policy.ewma_beta */
+  /* "pooled" (absent from configs written before the fit computed it):
+   * has_pooled when it is there (for `check`: when it is an object);
+   * pooled.lambda and pooled.half_life, NaN for null (for `check`: also
+   * when not a number). */
+  bool has_pooled;
+  double pooled_lambda;
+  double pooled_half_life;
 } md_config_summary;
 
 /* What the reader insists on. MD_CONFIG_READ_CHECK is exactly what `check`
@@ -198,8 +223,10 @@ typedef struct md_config_summary {
  * any type. MD_CONFIG_READ_POLICY also requires, with an error naming the
  * field, policy.page_size (an integer), policy.tau and policy.ewma_beta
  * (numbers), policy.alpha, policy.attention_norm.kappa and every
- * regions.NAME.lambda (numbers or null). Ranges and what a null means are
- * the runtime's to judge (runtime/policy.h). */
+ * regions.NAME.lambda (numbers or null), and of "pooled", which may be
+ * absent, that it is an object with lambda and half_life (numbers or null).
+ * Ranges and what a null means are the runtime's to judge
+ * (runtime/policy.h). */
 typedef enum md_config_read_mode {
   MD_CONFIG_READ_CHECK = 0,
   MD_CONFIG_READ_POLICY,

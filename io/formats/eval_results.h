@@ -21,7 +21,7 @@
 #define MD_EVAL_FORMAT "memdecay-eval/1"
 
 enum {
-  MD_EVAL_MAX_POLICIES = 8,
+  MD_EVAL_MAX_POLICIES = 16,  /* the full cache included: the whole policy table fits */
   MD_EVAL_MAX_BUDGETS = 16,
   /* the full cache, then every policy at every budget */
   MD_EVAL_MAX_RUNS = 1 + MD_EVAL_MAX_POLICIES * MD_EVAL_MAX_BUDGETS,

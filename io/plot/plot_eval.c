@@ -8,7 +8,9 @@
 
 #include "io/plot/plot_internal.h"
 
-enum { WIDTH = 1400, PANEL_HEIGHT = 380, TITLE_HEIGHT = 70, LEGEND_WIDTH = 230 };
+/* The legend's column holds the longest policy name of the table (16
+ * characters: memdecay-nodecay) beside its swatch. */
+enum { WIDTH = 1400, PANEL_HEIGHT = 380, TITLE_HEIGHT = 70, LEGEND_WIDTH = 250 };
 
 /* A policy's colour: the one given (eval's policy table: Okabe-Ito, MemDecay
  * in the strongest colours so that it stands out), else a blue. */
@@ -191,5 +193,10 @@ md_status md_plot_eval(const char *path, const md_eval_results *r,
            r->model_name ? r->model_name : "model", traces ? traces : "traces", r->n_episodes);
   size_t panels = f.n_budgets ? f.n_budgets : 1;
   int height = TITLE_HEIGHT + PANEL_HEIGHT * (int)panels;
+  /* Tall enough for the legend (draw: a 30-pixel row per policy from 40
+   * below the title, then the full cache's and the diamond's rows and a
+   * margin), which many policies over one budget outgrow. */
+  int legend_bottom = TITLE_HEIGHT + 40 + 30 * (int)f.n_policies + 9 + 30 + 11 + 20;
+  if (legend_bottom > height) height = legend_bottom;
   return md_plot_render_file(path, f.title, draw, &f, 1.0, WIDTH, height, err);
 }

@@ -5,7 +5,10 @@
  * rest of the budget holds the heaviest pages. No pinning. */
 #include "runtime/policy_class.h"
 
-static double h2o_score(const md_policy_view *view, int64_t i) { return view->acc[i]; }
+static double h2o_score(const void *state, const md_policy_view *view, int64_t i) {
+  (void)state;
+  return view->acc[i];
+}
 
 static md_status h2o_choose(void *state, const md_policy_view *view, const md_policy_page *pages,
                             int64_t n_pages, int64_t budget_pages, int64_t excess,

@@ -6,7 +6,8 @@
 
 #include "runtime/policy_class.h"
 
-static double memdecay_raw_score(const md_policy_view *v, int64_t i) {
+static double memdecay_raw_score(const void *state, const md_policy_view *v, int64_t i) {
+  (void)state;
   int r = v->region[i];
   if (v->pinned[r]) return INFINITY;
   double decay = v->base_priority[r] * exp(-v->lambda[r] * (double)(v->step - v->refresh[i]));

@@ -140,6 +140,7 @@ static void test_writer(void) {
     if (at) previous = at;
   }
   CHECK(strstr(text, "\"ewma_beta\": 0.9,") != NULL);
+  CHECK(strstr(text, "\"pooled\"") == NULL);  /* absent unless present */
   CHECK(strstr(text, "\"decode_steps\": 256") != NULL && strstr(text, "256.0") == NULL);
   CHECK(strstr(text, "\"episodes\"") == NULL);
 
@@ -177,6 +178,42 @@ static void test_writer(void) {
   CHECK(md_config_dump(&config, &text, &err) == MD_OK);
   CHECK(text && strstr(text, "\"created\": \"2025-01-02T03:04:05Z\""));
   free(text);
+
+  /* The pooled fit, between "regions" and "tests": its numbers, and a null
+   * lambda named in a "pooled:" warning line. */
+  const char *pooled_regions[] = {"tool_in"};
+  config.created = NULL;
+  config.pooled = (md_config_pooled){
+      .present = true, .n_regions = 1, .regions = pooled_regions, .lambda = 0.0125,
+      .half_life = 55.451774444795625, .half_life_ci = {40.5, 75.25}, .n = 7, .weight = 7,
+      .events = 5, .exposure = 400, .ci_level = 0.95,
+      .exponential = {.lambda = 0.0125, .lambda_ci = {0.0092, 0.017}, .ci_method = "wald-log",
+                      .lambda_ci_profile = {0.0045, 0.026}, .loglik = -26.9, .aic = 55.8}};
+  CHECK(md_config_dump(&config, &text, &err) == MD_OK);
+  if (!text) return;
+  const char *regions_at = strstr(text, "\"regions\": {"), *pooled_at = strstr(text, "\"pooled\"");
+  const char *tests_at = strstr(text, "\"tests\"");
+  CHECK(regions_at && pooled_at && tests_at && regions_at < pooled_at && pooled_at < tests_at);
+  root = json_loads(text, JSON_REJECT_DUPLICATES, &json_err);
+  CHECK_MSG(root != NULL, "%s", json_err.text);
+  json_t *pooled = json_object_get(root, "pooled");
+  CHECK(json_real_value(json_object_get(pooled, "lambda")) == 0.0125);
+  CHECK(json_real_value(json_object_get(pooled, "half_life")) == 55.451774444795625);
+  json_t *pooled_names = json_object_get(pooled, "regions");
+  const char *first_pooled = json_string_value(json_array_get(pooled_names, 0));
+  CHECK(first_pooled && !strcmp(first_pooled, "tool_in"));
+  json_t *pooled_fit = json_object_get(pooled, "fit");
+  CHECK(json_integer_value(json_object_get(pooled_fit, "n")) == 7);
+  CHECK(json_real_value(json_object_get(pooled_fit, "exposure")) == 400);
+  CHECK(json_real_value(json_object_get(json_object_get(pooled_fit, "exponential"), "lambda")) ==
+        0.0125);
+  json_decref(root);
+  free(text);
+  config.pooled.lambda = config.pooled.half_life = NAN;
+  CHECK(md_config_dump(&config, &text, &err) == MD_OK);
+  CHECK(text && strstr(text, "\"pooled: written as null (not estimable from these data): "
+                             "lambda, half_life\"") != NULL);
+  free(text);
   md_warnings_free(&warnings);
 }
 
@@ -193,6 +230,7 @@ static void test_reader(void) {
     CHECK(summary.regions[1].base_priority == 0.3);
   }
   CHECK(summary.alpha == 0.6 && summary.kappa == 1.0);
+  CHECK(!summary.has_pooled && isnan(summary.pooled_lambda));  /* written before "pooled" */
   md_config_summary_free(&summary);
 
   const struct {

@@ -58,6 +58,10 @@ run budget_big 2 'eval: --budget: .1\.5. is not a fraction in \(0, 1\]' -- $base
 run budget_text 2 'eval: --budget: .half. is not a fraction' -- $base --traces "$work/ok.jsonl" --budget half
 run policy 2 "eval: unknown policy 'lru'" -- $base --traces "$work/ok.jsonl" --policies memdecay,lru
 run policy_twice 2 "eval: policy 'h2o' is listed twice" -- $base --traces "$work/ok.jsonl" --policies h2o,h2o
+# A policy the config cannot serve (memdecay-shared, and a config written
+# before the fit computed its pooled fit) is refused before any model work:
+# the model given does not even exist.
+run policy_needs_pooled 2 'qwen2-tiny-agent-450\.json: policy memdecay-shared: pooled\.lambda: the config has no pooled fit' -- --model "$work/no-model" --config "$config" -o "$out" --traces "$work/ok.jsonl" --policies memdecay,memdecay-shared
 run plot 2 'eval\.jpg.*unsupported' -- $base --traces "$work/ok.jsonl" --plot "$work/eval.jpg"
 run missing_config 2 'no-such\.json' -- --model "$model" --config "$work/no-such.json" -o "$out" --traces "$work/ok.jsonl"
 run bad_config 2 'bad_config\.json: policy\.attention_norm\.kappa: ' -- --model "$model" --config "$work/bad_config.json" -o "$out" --traces "$work/ok.jsonl"

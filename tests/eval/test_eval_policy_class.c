@@ -155,9 +155,10 @@ int main(void) {
     CHECK(oldest == 1 && streaming == 3);
     /* its hooks ran: a reset per run (3 episodes x 2 budgets, and one at
      * each md_policy_new: a policy per run, the runs of an episode being
-     * stepped together), evictions chosen and each verified at the next
+     * stepped together, and the one eval makes to try the config before
+     * any model work), evictions chosen and each verified at the next
      * append */
-    CHECK_MSG(resets == 8, "%lld resets", (long long)resets);
+    CHECK_MSG(resets == 9, "%lld resets", (long long)resets);
     CHECK_MSG(chooses > 0 && verified > 0 && verified <= chooses, "%lld chosen, %lld verified",
               (long long)chooses, (long long)verified);
     for (size_t e = 0; e < r.n_episodes; e++) {

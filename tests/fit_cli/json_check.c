@@ -1,6 +1,6 @@
 /* Checks values in a JSON file: `json_check [--rtol R] FILE EXPECT...`
- * where each EXPECT is PATH=VALUE or @FILE (one PATH=VALUE a line, '#'
- * comments). PATH is dotted with [i] for array elements
+ * where each EXPECT is PATH=VALUE, !PATH (PATH is absent) or @FILE (one
+ * EXPECT a line, '#' comments). PATH is dotted with [i] for array elements
  * (regions.plan.half_life_ci[0]); VALUE is JSON: a number (compared with
  * relative tolerance R, default 1e-6, absolute below 1e-300), a string,
  * true, false or null. Prints every mismatch; exits 1 on any. */
@@ -28,6 +28,11 @@ static json_t *lookup(json_t *root, const char *path) {
 }
 
 static int check_one(json_t *root, const char *expectation, double rtol) {
+  if (expectation[0] == '!') {
+    if (!lookup(root, expectation + 1)) return 0;
+    fprintf(stderr, "json_check: %s: present, expected absent\n", expectation + 1);
+    return 1;
+  }
   const char *eq = strchr(expectation, '=');
   if (!eq) {
     fprintf(stderr, "json_check: bad expectation '%s'\n", expectation);

@@ -5,7 +5,8 @@
  * MD_E_INVALID naming the file, leaving the struct empty; every input the
  * policy loader takes is also taken by both reader modes, with the same
  * regions; a loaded policy config satisfies runtime/policy.h's ranges and
- * md_policy_new accepts it for memdecay and memdecay-raw. */
+ * md_policy_new accepts it for memdecay and memdecay-raw, and for
+ * memdecay-shared when it holds a pooled lambda (a number, not null). */
 #include <math.h>
 
 #include "fuzz_util.h"
@@ -39,8 +40,12 @@ static void check_policy(const md_policy_config *p, const md_config_summary *sum
     FUZZ_CHECK((isfinite(r->lambda) && r->lambda >= 0) || (r->pinned && isnan(r->lambda)));
   }
   FUZZ_CHECK(md_policy_config_region(p, "no such region") == -1);
-  const char *kinds[] = {"memdecay", "memdecay-raw"};
-  for (size_t k = 0; k < 2; k++) {
+  FUZZ_CHECK(!p->has_pooled || isnan(p->pooled_lambda) ||
+             (isfinite(p->pooled_lambda) && p->pooled_lambda >= 0));
+  FUZZ_CHECK(p->has_pooled == summary->has_pooled);
+  bool shared = p->has_pooled && !isnan(p->pooled_lambda);
+  const char *kinds[] = {"memdecay", "memdecay-raw", "memdecay-shared"};
+  for (size_t k = 0; k < (shared ? 3u : 2u); k++) {
     md_policy_options options = {.policy = md_policy_find(kinds[k])};
     FUZZ_CHECK(options.policy != NULL);
     md_policy *policy = NULL;

@@ -215,7 +215,7 @@ def self_test(names):
         'agrees (.BR lines)': (marked, '', 0),
         'agrees (a text line)': ([marked[0], '(' + ', '.join(names) + '),', marked[-1]], '', 0),
         'missing': ([marked[0], *marked[1:-2], marked[-1]], '', 1),
-        'unknown': ([marked[0], '.B snapkv', *marked[1:]], '', 1),
+        'unknown': ([marked[0], '.B lru', *marked[1:]], '', 1),
         'order': ([marked[0], marked[2], marked[1], *marked[3:]], '', 1),
         'unmarked': (marked + ['Policies ' + ', '.join(names[:3]) + ' and more.'], '', 1),
         'code literal': (marked, f'static const char *x = "{names[-1]}";\n', 1),

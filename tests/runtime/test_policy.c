@@ -1,8 +1,9 @@
 /* runtime/policy: the score formula on a tiny example worked out by hand,
- * each policy's choice on small hand examples, the invariants (budget met
- * unless only unevictable pages remain, pinned and newest pages kept,
- * nothing evicted within budget) for every policy of the table at page sizes
- * 1, 4 and 16,
+ * each policy's choice on small hand examples (with, for the newer
+ * baselines and the ablations, a deliberately wrong variant that the example
+ * tells apart), the invariants (exactly the excess evicted unless only
+ * unevictable pages remain, pinned and newest pages kept, nothing evicted
+ * within budget) for every policy of the table at page sizes 1, 4 and 16,
  * determinism, argument refusals, and config loading (errors name the file
  * and the field; the shipped golden config loads). Every expected number is
  * derived in the comments from the inputs. */
@@ -48,6 +49,16 @@ static md_policy *make_class(const md_policy_class *cls, const md_policy_config 
   md_error err = {0};
   md_status status = md_policy_new(config, &options, &policy, &err);
   CHECK_MSG(status == MD_OK, "%s: %s", cls ? cls->name : "?", err.message);
+  return policy;
+}
+
+/* With snapkv's window (observe calls) and pool width (0: the defaults). */
+static md_policy *make_snapkv(int page_size, int window, int kernel) {
+  md_policy_options options = {.policy = md_policy_find("snapkv"), .page_size = page_size,
+                               .observation_window = window, .pool_kernel = kernel};
+  md_policy *policy = NULL;
+  md_error err = {0};
+  CHECK_MSG(md_policy_new(NULL, &options, &policy, &err) == MD_OK, "snapkv: %s", err.message);
   return policy;
 }
 
@@ -248,6 +259,318 @@ static void test_base_priority_order(void) {
   md_policy_free(p);
 }
 
+
+/* ---- memdecay's ablations by hand ----------------------------------------------- */
+
+/* hand_config with a pooled fit: lambda_pooled = ln 4 (exp(-lambda dt) =
+ * 4^-dt), against region a's ln 2 and region b's 0. */
+static md_policy_config pooled_config(void) {
+  md_policy_config c = hand_config;
+  c.has_pooled = true;
+  c.pooled_lambda = 1.38629436111989061883;  /* ln 4 */
+  return c;
+}
+
+static void test_memdecay_ablations(void) {
+  /* After hand_feed (t = 5; see test_hand_scores): last refresh 1 -> 5,
+   * 2 -> 4, 3 -> 4, 4 -> 5, so dt = 0, 1, 1, 0 for tokens 1..4; e_1 = 9/52 +
+   * 0.625, e_2 = 9/28 + 0.3125, e_3 = 0.65625, e_4 = 1.09375; alpha / kappa
+   * = 0.25; b = 0.8 (a: tokens 1, 2), 0.4 (b: tokens 3, 4).
+   * memdecay-shared, lambda = ln 4 for a and b:
+   *   s_1 = 0.8 + 0.25 e_1, s_2 = 0.8/4 + 0.25 e_2,
+   *   s_3 = 0.4/4 + 0.25 * 0.65625 = 0.2640625 (memdecay: 0.5640625, b's
+   *   own lambda being 0), s_4 = 0.4 + 0.25 * 1.09375 = 0.6734375.
+   * memdecay-nodecay, lambda = 0: s_2 = 0.8 + 0.25 e_2 (memdecay: 0.4 +
+   *   0.25 e_2), s_3 = 0.5640625.
+   * memdecay-noattn, alpha = 0: s_1 = 0.8, s_2 = 0.8/2 = 0.4, s_3 = s_4 =
+   *   0.4. Token 0 is pinned: +infinity for all three. */
+  md_policy_config config = pooled_config();
+  md_policy *shared = make("memdecay-shared", &config, 1, 0);
+  md_policy *nodecay = make("memdecay-nodecay", &config, 1, 0);
+  md_policy *noattn = make("memdecay-noattn", &config, 1, 0);
+  md_policy *memdecay = make("memdecay", &config, 1, 0);
+  if (!shared || !nodecay || !noattn || !memdecay) return;
+  md_policy *all[] = {shared, nodecay, noattn, memdecay};
+  for (int k = 0; k < 4; k++) {
+    hand_feed(all[k]);
+    CHECK(isinf(md_policy_token_score(all[k], 0)) && md_policy_token_score(all[k], 0) > 0);
+  }
+  const double e1 = 9.0 / 52 + 0.625, e2 = 9.0 / 28 + 0.3125;
+  CHECK_REL(md_policy_token_score(shared, 1), 0.8 + 0.25 * e1, 1e-12);
+  CHECK_REL(md_policy_token_score(shared, 2), 0.2 + 0.25 * e2, 1e-12);
+  CHECK_REL(md_policy_token_score(shared, 3), 0.2640625, 1e-12);
+  CHECK_REL(md_policy_token_score(shared, 4), 0.6734375, 1e-12);
+  CHECK_REL(md_policy_token_score(nodecay, 2), 0.8 + 0.25 * e2, 1e-12);
+  CHECK_REL(md_policy_token_score(nodecay, 3), 0.5640625, 1e-12);
+  CHECK_REL(md_policy_token_score(noattn, 1), 0.8, 1e-12);
+  CHECK_REL(md_policy_token_score(noattn, 2), 0.4, 1e-12);
+  CHECK_REL(md_policy_token_score(noattn, 3), 0.4, 1e-12);
+  /* Each ablation is told apart from memdecay by the example: shared's
+   * token 3 (the pooled rate, not b's 0), nodecay's token 2, noattn's
+   * token 4 (no attention term). */
+  CHECK(fabs(md_policy_token_score(shared, 3) - md_policy_token_score(memdecay, 3)) > 0.1);
+  CHECK(fabs(md_policy_token_score(nodecay, 2) - md_policy_token_score(memdecay, 2)) > 0.1);
+  CHECK(fabs(md_policy_token_score(noattn, 4) - md_policy_token_score(memdecay, 4)) > 0.1);
+
+  /* One more step (position 5, region a; t = 6), token-granular. dt = 1, 2,
+   * 2, 1 for tokens 1..4, and token 5 (dt 0, e 0) is the newest:
+   *   memdecay: s_1 = 0.4 + 0.25 e_1 = 0.5995, s_2 = 0.2 + 0.25 e_2 =
+   *     0.3585, s_3 = 0.5640625, s_4 = 0.6734375: lowest s_2;
+   *   shared:   s_1 = 0.2 + 0.25 e_1 = 0.3995, s_2 = 0.05 + 0.25 e_2 =
+   *     0.2085, s_3 = 0.025 + 0.1640625 = 0.1890625, s_4 = 0.1 + 0.2734375
+   *     = 0.3734375: lowest s_3, then s_2, s_4, s_1;
+   *   nodecay:  s_1 = 0.9995, s_2 = 0.9585, s_3 = 0.5640625, s_4 =
+   *     0.6734375: lowest s_3, then s_4, s_2;
+   *   noattn:   s_2 = 0.8/4 = 0.2, the others 0.4: lowest s_2.
+   * Budget 5 of 6 tokens: one goes. */
+  for (int k = 0; k < 4; k++) append(all[k], 5, 1);
+  CHECK_REL(md_policy_token_score(shared, 3), 0.1890625, 1e-12);
+  CHECK_REL(md_policy_token_score(noattn, 2), 0.2, 1e-12);
+  const int64_t two[] = {2}, three[] = {3};
+  evict_expect(memdecay, 5, two, 1);
+  evict_expect(shared, 5, three, 1);
+  evict_expect(nodecay, 5, three, 1);
+  evict_expect(noattn, 5, two, 1);
+  /* Budget 2: the three left that may go (all but the pinned 0 and the
+   * newest 5) go, returned ascending. */
+  const int64_t rest[] = {1, 2, 4};
+  evict_expect(shared, 2, rest, 3);
+  evict_expect(nodecay, 2, rest, 3);
+  /* nodecay's order past its first: from all six again, budget 4 drops s_3
+   * and s_4, the two lowest (memdecay would drop 2 and 3). */
+  for (int k = 0; k < 4; k++) md_policy_free(all[k]);
+  nodecay = make("memdecay-nodecay", &config, 1, 0);
+  if (!nodecay) return;
+  hand_feed(nodecay);
+  append(nodecay, 5, 1);
+  const int64_t nodecay_order[] = {3, 4};
+  evict_expect(nodecay, 4, nodecay_order, 2);
+  md_policy_free(nodecay);
+
+  /* memdecay-shared refuses a config without a pooled fit, or a null one,
+   * naming the field; a pooled lambda out of range is refused for every
+   * policy. The others need none. */
+  md_error err = {0};
+  md_policy *p = NULL;
+  md_policy_options options = {.policy = policy_class("memdecay-shared")};
+  CHECK(md_policy_new(&hand_config, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(strstr(err.message, "policy memdecay-shared: pooled.lambda: the config has no pooled "
+                   "fit") != NULL, "%s", err.message);
+  config.pooled_lambda = NAN;
+  CHECK(md_policy_new(&config, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(strstr(err.message, "pooled.lambda: null") != NULL, "%s", err.message);
+  config.pooled_lambda = -1;
+  options.policy = policy_class("memdecay");
+  CHECK(md_policy_new(&config, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(strstr(err.message, "pooled.lambda: -1 is not a number >= 0") != NULL, "%s",
+            err.message);
+  p = make("memdecay-nodecay", &hand_config, 0, 0);
+  md_policy_free(p);
+}
+
+/* ---- streaming-pinned by hand ---------------------------------------------------- */
+
+static void test_streaming_pinned(void) {
+  /* page_size 2, 4 sink tokens = pages 0 and 1; positions 0..13 = pages
+   * 0..6, every token of region b but position 6 (page 3), of the pinned
+   * region sys. Budget 4: three go, oldest first among the non-sink,
+   * unpinned pages 2, 4, 5 (page 3 pinned, page 6 newest): 4, 5, 8..11.
+   * streaming, which does not pin, drops pages 2, 3, 4 (4..9) instead. */
+  md_policy *pinned = make("streaming-pinned", &hand_config, 2, 0);
+  md_policy *plain = make("streaming", &hand_config, 2, 0);
+  if (!pinned || !plain) return;
+  for (int i = 0; i < 14; i++) {
+    append(pinned, i, i == 6 ? 0 : 2);
+    append(plain, i, i == 6 ? 0 : 2);
+  }
+  const int64_t want[] = {4, 5, 8, 9, 10, 11};
+  evict_expect(pinned, 4, want, 6);
+  const int64_t streaming_want[] = {4, 5, 6, 7, 8, 9};
+  evict_expect(plain, 4, streaming_want, 6);
+  /* Budget 1: nothing else may go (sinks, the pinned page, the newest):
+   * four pages stay. */
+  evict_expect(pinned, 1, NULL, 0);
+  CHECK(md_policy_cached_pages(pinned) == 4);
+  CHECK(md_policy_token_score(pinned, 6) == 0);  /* ranks by position only */
+  md_policy_free(pinned);
+  md_policy_free(plain);
+  /* It reads the config's pinning: refused without one. */
+  md_error err = {0};
+  md_policy *p = NULL;
+  md_policy_options options = {.policy = policy_class("streaming-pinned")};
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK(strstr(err.message, "needs a memdecay.json") != NULL);
+}
+
+/* ---- snapkv by hand --------------------------------------------------------------- */
+
+/* Positions 0..5 prefilled as one chunk, then 6..9 decoded, each step
+ * observed; pages of 2. */
+static void snapkv_feed(md_policy *p) {
+  for (int i = 0; i < 6; i++) append(p, i, -1);
+  const float prefill[6] = {3.0f, 1.0f, 0.5f, 0.5f, 0.5f, 0.5f};  /* 6 queries */
+  observe(p, prefill, 6, 6);
+  const float call6[7] = {0.25f, 0, 0, 0, 0, 0, 0.75f};
+  const float call7[8] = {0.25f, 0, 0, 0, 0, 0, 0, 0.75f};
+  const float call8[9] = {0.125f, 0, 0, 0, 0, 0.375f, 0, 0, 0.5f};
+  const float call9[10] = {0.125f, 0, 0, 0.25f, 0, 0, 0, 0.125f, 0.25f, 0.25f};
+  const float *calls[4] = {call6, call7, call8, call9};
+  for (int k = 0; k < 4; k++) {
+    append(p, 6 + k, -1);
+    observe(p, calls[k], 7 + k, 1);
+  }
+}
+
+static void test_snapkv(void) {
+  /* Window W = 2 calls (8 and 9), pool K = 3 (neighbours within 1):
+   *   v = call8 + call9 = 0.25, 0, 0, 0.25, 0, 0.375, 0, 0.125, 0.75, 0.25
+   *   s_i = max(v_{i-1}, v_i, v_{i+1}) = 0.25, 0.25, 0.25, 0.25, 0.375,
+   *     0.375, 0.375, 0.75, 0.75, 0.75
+   * Pages: 0 (0, 1) 0.25, 1 (2, 3) 0.25, 2 (4, 5) 0.375, 3 (6, 7) 0.5625,
+   * 4 (8, 9) the window's and the newest. Budget 2: pages 0, 1 (tie, the
+   * older first), 2 go: positions 0..5. (Had the prefill counted, its 3 on
+   * token 0 would have kept page 0.) */
+  md_policy *p = make_snapkv(2, 2, 3);
+  if (!p) return;
+  snapkv_feed(p);
+  CHECK_REL(md_policy_token_score(p, 0), 0.25, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 2), 0.25, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 6), 0.375, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 7), 0.75, 1e-12);
+  CHECK_REL(md_policy_page_score(p, 3), 0.5625, 1e-12);
+  const int64_t want[] = {0, 1, 2, 3, 4, 5};
+  evict_expect(p, 2, want, 6);
+  /* After the eviction the pool sees only what is cached: token 6's
+   * neighbours are 7 (0.125) and 5, gone: s_6 = max(v_6, v_7) = 0.125. */
+  CHECK_REL(md_policy_token_score(p, 6), 0.125, 1e-12);
+  md_policy_free(p);
+
+  /* Mutations the example tells apart. Window 1 (call 9 alone): v = 0.125,
+   * 0, 0, 0.25, 0, 0, 0, 0.125, 0.25, 0.25; s = 0.125, 0.125, 0.25, 0.25,
+   * 0.25, 0, 0.125, 0.25, 0.25, 0.25; pages 0.125, 0.25, 0.125, 0.1875:
+   * pages 0, 2, 3 go (0, 1, 4..7). */
+  p = make_snapkv(2, 1, 3);
+  if (!p) return;
+  snapkv_feed(p);
+  const int64_t window1[] = {0, 1, 4, 5, 6, 7};
+  evict_expect(p, 2, window1, 6);
+  md_policy_free(p);
+  /* No pooling (K = 1), W = 2: pages 0.125, 0.125, 0.1875, 0.0625: pages
+   * 3, 0, 1 go (0..3, 6, 7). */
+  p = make_snapkv(2, 2, 1);
+  if (!p) return;
+  snapkv_feed(p);
+  const int64_t no_pool[] = {0, 1, 2, 3, 6, 7};
+  evict_expect(p, 2, no_pool, 6);
+  md_policy_free(p);
+
+  /* The window's own tokens go last. Token-granular, W = 2, K = 1; tokens
+   * 0..4 decoded one by one, each observed: the window is calls 3 and 4,
+   * v = 0.875, 0.3125, 0.5, 0, 0.3125. Token 3, one of the last W = 2
+   * appended, scores lowest but is kept while others can go: budget 3
+   * drops 1 and 2; lowest-first alone would drop 3 and 1. Budget 1 then drops 0, and
+   * finally 3 (only 4, the newest, stays). */
+  p = make_snapkv(1, 2, 1);
+  if (!p) return;
+  const float rows[5][5] = {{1}, {0.5f, 0.5f}, {0.25f, 0.25f, 0.5f},
+                            {0.5f, 0.25f, 0.25f, 0}, {0.375f, 0.0625f, 0.25f, 0, 0.3125f}};
+  for (int i = 0; i < 5; i++) {
+    append(p, i, -1);
+    observe(p, rows[i], i + 1, 1);
+  }
+  CHECK(md_policy_token_score(p, 3) == 0);
+  CHECK_REL(md_policy_token_score(p, 0), 0.875, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 1), 0.3125, 1e-12);
+  const int64_t first[] = {1, 2};
+  evict_expect(p, 3, first, 2);
+  const int64_t then[] = {0, 3};
+  evict_expect(p, 1, then, 2);
+  CHECK(md_policy_cached_tokens(p) == 1);
+  /* A reset forgets the window: no attention observed, every score 0. */
+  md_policy_reset(p, 0);
+  append(p, 0, -1);
+  append(p, 1, -1);
+  CHECK(md_policy_token_score(p, 0) == 0);
+  md_policy_free(p);
+
+  /* The defaults (W = 32, K = 7) run; an even width is refused. */
+  p = make_snapkv(2, 0, 0);
+  if (p) {
+    snapkv_feed(p);
+    /* All five calls in the window: v = 3 + 0.25 + 0.25 + 0.125 + 0.125 =
+     * 3.75, 1, 0.5, 0.75, 0.5, 0.875, 0.75, 0.875, 0.75, 0.25; K = 7 pools
+     * over 3 positions each side: s_0 = s_3 = 3.75 (v_0 in reach), s_4 =
+     * max(v_1 .. v_7) = 1. */
+    CHECK_REL(md_policy_token_score(p, 0), 3.75, 1e-12);
+    CHECK_REL(md_policy_token_score(p, 3), 3.75, 1e-12);
+    CHECK_REL(md_policy_token_score(p, 4), 1.0, 1e-12);
+    md_policy_free(p);
+  }
+  md_policy_options options = {.policy = policy_class("snapkv"), .pool_kernel = 4};
+  md_error err = {0};
+  p = NULL;
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+  CHECK_MSG(strstr(err.message, "policy snapkv: pool_kernel 4 is not odd") != NULL, "%s",
+            err.message);
+  options.pool_kernel = 0;
+  options.observation_window = -1;
+  CHECK(md_policy_new(NULL, &options, &p, &err) == MD_E_INVALID && !p);
+}
+
+/* ---- tova by hand ----------------------------------------------------------------- */
+
+/* A wrong TOVA: the attention accumulated over every query (H2O's acc)
+ * instead of the latest query's, every page by score. */
+static double cumulative_score(const void *state, const md_policy_view *v, int64_t i) {
+  (void)state;
+  return v->acc[i];
+}
+static const md_policy_class tova_cumulative = {
+    .name = "tova-cumulative", .description = "a wrong TOVA (a test's)",
+    .score = cumulative_score, .choose = md_policy_choose_by_score};
+
+static void tova_feed(md_policy *p) {
+  for (int i = 0; i < 6; i++) append(p, i, -1);
+  const float prefill[6] = {0.5f, 0.5f, 1, 1, 2, 1};  /* 6 queries */
+  observe(p, prefill, 6, 6);
+  append(p, 6, -1);
+  const float call6[7] = {0.125f, 0.125f, 0.1875f, 0.1875f, 0.125f, 0.125f, 0.125f};
+  observe(p, call6, 7, 1);
+  append(p, 7, -1);
+  const float call7[8] = {0.25f, 0.25f, 0.125f, 0.125f, 0.0625f, 0.0625f, 0.0625f, 0.0625f};
+  observe(p, call7, 8, 1);
+}
+
+static void test_tova(void) {
+  /* Pages of 2, positions 0..7 = pages 0..3. TOVA scores the latest
+   * query's (call 7) attention: pages 0.25, 0.125, 0.0625, 0.0625 (page 3
+   * newest). Budget 3: page 2 goes (4, 5). The cumulative attention (acc =
+   * prefill + call6 + call7) = 0.875, 0.875, 1.3125, 1.3125, 2.1875,
+   * 1.1875, 0.1875, 0.0625 would drop page 0 (0, 1) instead, and the
+   * previous query (call 6; pages 0.125, 0.1875, 0.125) page 0 too. */
+  md_policy *p = make("tova", NULL, 2, 0);
+  md_policy *wrong = make_class(&tova_cumulative, NULL, 2, 0);
+  if (!p || !wrong) return;
+  tova_feed(p);
+  tova_feed(wrong);
+  CHECK_REL(md_policy_token_score(p, 0), 0.25, 1e-12);
+  CHECK_REL(md_policy_page_score(p, 2), 0.0625, 1e-12);
+  CHECK_REL(md_policy_page_score(p, 1), 0.125, 1e-12);
+  const int64_t want[] = {4, 5};
+  evict_expect(p, 3, want, 2);
+  const int64_t cumulative[] = {0, 1};
+  evict_expect(wrong, 3, cumulative, 2);
+  /* Budget 1: pages 1 (0.125) then 0 go; page 3 (newest) stays. */
+  const int64_t rest[] = {0, 1, 2, 3};
+  evict_expect(p, 1, rest, 4);
+  /* A token appended after the latest query has no score from it (0). */
+  append(p, 8, -1);
+  CHECK(md_policy_token_score(p, 8) == 0);
+  CHECK_REL(md_policy_token_score(p, 7), 0.0625, 1e-12);
+  md_policy_free(p);
+  md_policy_free(wrong);
+}
+
 /* ---- the baselines by hand -------------------------------------------------- */
 
 static void test_streaming(void) {
@@ -404,7 +727,8 @@ static void test_invariants(void) {
       {.name = "scratchpad", .base_priority = 0.3, .lambda = 0.05},
   };
   md_policy_config config = {.page_size = 16, .tau = 1, .ewma_beta = 0.9, .alpha = 0.4,
-                             .kappa = 3, .n_regions = 3, .regions = regions};
+                             .kappa = 3, .has_pooled = true, .pooled_lambda = 0.02,
+                             .n_regions = 3, .regions = regions};
   const int page_sizes[] = {1, 4, 16};
   enum { PROMPT = 300, TOTAL = 2000 };
   float *received = malloc(TOTAL * sizeof *received);
@@ -468,10 +792,13 @@ static void test_invariants(void) {
         if (!cls->choose) {  /* full */
           CHECK(n == pos + 1);
         } else {
-          /* Within budget, or only unevictable pages beyond it. */
+          /* Within budget, or only unevictable pages beyond it; and never
+           * more than the excess. */
           CHECK_MSG(pages <= budget || pages == fixed, "%s page %d: %lld pages, %lld fixed",
                     cls->name, page_size, (long long)pages,
                     (long long)fixed);
+          CHECK_MSG(n_got == 0 || pages >= budget, "%s page %d: %lld pages left, budget %lld",
+                    cls->name, page_size, (long long)pages, (long long)budget);
           if (pages > budget) CHECK(pins);
         }
         /* Pinned tokens are all still cached. */
@@ -708,7 +1035,18 @@ static void test_class_outside_table(void) {
  * finds each and nothing else. */
 static void test_table(void) {
   CHECK(md_policy_table_count >= 1 && md_policy_table[0] == &md_policy_class_full);
-  CHECK(md_policy_table_count <= MD_EVAL_MAX_POLICIES);  /* eval runs them all by default */
+  CHECK(md_policy_table_count <= MD_EVAL_MAX_POLICIES);  /* --policies can name them all */
+  /* eval's default set, which the golden eval results hold
+   * (data/golden): the table's classes but the opt-in ones, in this order. */
+  const char *default_set[] = {"full", "random", "streaming", "h2o", "memdecay", "memdecay-raw"};
+  size_t n_default = 0;
+  for (size_t i = 0; i < md_policy_table_count; i++) {
+    if (md_policy_table[i]->opt_in) continue;
+    CHECK_MSG(n_default < 6 && !strcmp(md_policy_table[i]->name, default_set[n_default]),
+              "default set: %s at %zu", md_policy_table[i]->name, n_default);
+    n_default++;
+  }
+  CHECK(n_default == 6);
   for (size_t i = 0; i < md_policy_table_count; i++) {
     const md_policy_class *c = md_policy_table[i];
     size_t length = strlen(c->name);
@@ -719,7 +1057,14 @@ static void test_table(void) {
               "%s: description", c->name);
     for (int k = 0; k < 3; k++) CHECK(c->color[k] >= 0 && c->color[k] <= 1);
     CHECK(md_policy_find(c->name) == c);
-    for (size_t j = 0; j < i; j++) CHECK(strcmp(md_policy_table[j]->name, c->name) != 0);
+    for (size_t j = 0; j < i; j++) {
+      const md_policy_class *d = md_policy_table[j];
+      CHECK(strcmp(d->name, c->name) != 0);
+      /* bars a reader can tell apart: colours differ by 0.1 somewhere */
+      CHECK_MSG(fabs(d->color[0] - c->color[0]) + fabs(d->color[1] - c->color[1]) +
+                        fabs(d->color[2] - c->color[2]) > 0.1,
+                "%s and %s share a colour", d->name, c->name);
+    }
   }
   CHECK(md_policy_find("H2O") == NULL && md_policy_find("") == NULL &&
         md_policy_find(NULL) == NULL);
@@ -745,6 +1090,7 @@ static void test_config_load(void) {
   }
   CHECK(md_policy_config_region(&config, "plan") == 1);
   CHECK(md_policy_config_region(&config, "user") == -1);
+  CHECK(!config.has_pooled);  /* a config without "pooled" still loads */
   /* The config's page size is the default. */
   md_policy *p = make("memdecay", &config, 0, 0);
   if (p) {
@@ -772,6 +1118,14 @@ static void test_config_load(void) {
       {"beta_one.json", "beta_one.json: policy.ewma_beta: 1 is not in [0, 1)"},
       {"no_policy.json", "no_policy.json: policy: missing"},
       {"norm_missing.json", "norm_missing.json: policy.attention_norm: missing"},
+      {"pooled_string.json",
+       "pooled_string.json: pooled.lambda: expected a number or null, found a string"},
+      {"pooled_missing_lambda.json", "pooled_missing_lambda.json: pooled.lambda: missing"},
+      {"pooled_not_object.json",
+       "pooled_not_object.json: pooled: expected an object, found a number"},
+      {"pooled_contradicts.json",
+       "pooled_contradicts.json: pooled.lambda: 0.5 contradicts its half_life 11.09"},
+      {"pooled_negative.json", "pooled_negative.json: pooled.lambda: -0.0625 is not a number >= 0"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     memset(&config, 0xff, sizeof config);
@@ -784,14 +1138,37 @@ static void test_config_load(void) {
   /* `check` reads as before: the fields only the runtime needs may be of any
    * type there (none of these is an error for md_config_read). */
   const char *lenient[] = {"lambda_string.json", "lambda_missing.json", "tau_string.json",
-                           "page_size_fraction.json", "no_policy.json", "norm_missing.json"};
+                           "page_size_fraction.json", "no_policy.json", "norm_missing.json",
+                           "pooled_string.json", "pooled_missing_lambda.json",
+                           "pooled_not_object.json"};
   for (size_t i = 0; i < sizeof lenient / sizeof lenient[0]; i++) {
     md_config_summary summary;
     CHECK_MSG(md_config_read(data_path(lenient[i]), &summary, &err) == MD_OK, "%s: %s",
               lenient[i], err.message);
     md_config_summary_free(&summary);
   }
+  /* The pooled fit: its lambda loads (memdecay-shared runs on it); a null
+   * one loads as NaN, which memdecay-shared alone refuses. */
+  CHECK_MSG(md_policy_config_load(data_path("pooled_good.json"), &config, &err) == MD_OK, "%s",
+            err.message);
+  CHECK(config.has_pooled && config.pooled_lambda == 0.0625);
+  md_policy *shared = make("memdecay-shared", &config, 0, 0);
+  md_policy_free(shared);
+  md_policy_config_free(&config);
+  CHECK_MSG(md_policy_config_load(data_path("pooled_null.json"), &config, &err) == MD_OK, "%s",
+            err.message);
+  CHECK(config.has_pooled && isnan(config.pooled_lambda));
+  md_policy_options shared_options = {.policy = policy_class("memdecay-shared")};
+  md_policy *refused = NULL;
+  CHECK(md_policy_new(&config, &shared_options, &refused, &err) == MD_E_INVALID && !refused);
+  CHECK_MSG(strstr(err.message, "pooled.lambda: null") != NULL, "%s", err.message);
+  md_policy_config_free(&config);
+
   md_config_summary summary;
+  CHECK(md_config_read(data_path("pooled_string.json"), &summary, &err) == MD_OK);
+  CHECK(summary.has_pooled && isnan(summary.pooled_lambda) &&
+        summary.pooled_half_life == 11.090354888959125);
+  md_config_summary_free(&summary);
   CHECK(md_config_read(data_path("tau_string.json"), &summary, &err) == MD_OK);
   CHECK(isnan(summary.tau) && summary.page_size == 4 && summary.ewma_beta == 0.75);
   if (summary.n_regions == 2) CHECK(summary.regions[1].lambda == 0.125);
@@ -814,6 +1191,10 @@ int main(void) {
   test_base_priority_order();
   test_streaming();
   test_h2o();
+  test_snapkv();
+  test_tova();
+  test_memdecay_ablations();
+  test_streaming_pinned();
   test_random_and_full();
   test_invariants();
   test_refusals();

@@ -1,0 +1,63 @@
+/* What the policy classes of runtime/policies/ share and nothing outside the
+ * runtime includes: the code an ablation reuses from the policy it ablates,
+ * so that the ablation differs from it only in what it takes away. */
+#ifndef MD_RUNTIME_POLICIES_POLICIES_INTERNAL_H
+#define MD_RUNTIME_POLICIES_POLICIES_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/policy_class.h"
+
+/* ---- memdecay.c: the score of memdecay and its ablations ------------------- */
+
+/* Where the decay rate of a token of region r comes from. */
+typedef enum md_memdecay_rate {
+  MD_MEMDECAY_RATE_REGION,  /* lambda_r, the region's own (memdecay) */
+  MD_MEMDECAY_RATE_POOLED,  /* the config's pooled lambda for every region (memdecay-shared) */
+  MD_MEMDECAY_RATE_NONE,    /* lambda = 0: no decay (memdecay-nodecay) */
+} md_memdecay_rate;
+
+/* memdecay's score of cached token i (runtime/policy.h, Scores): +infinity
+ * for a pinned region's token, else b_r exp(-lambda dt) + alpha e / kappa,
+ * with lambda from `rate` and the attention term only when `attention`
+ * (memdecay-noattn leaves it out: alpha = 0). */
+double md_memdecay_score(const md_policy_view *view, int64_t i, md_memdecay_rate rate,
+                         bool attention);
+
+/* ---- streaming.c: StreamingLLM's sinks and recency ------------------------- */
+
+/* streaming's state and callbacks, which streaming-pinned runs with pinning
+ * on (uses_regions): the sink pages kept, the others oldest first. */
+typedef struct md_streaming_state {
+  int64_t sink_tokens;
+  int64_t sinks_seen;   /* sink tokens appended so far (<= sink_tokens) */
+  int64_t sink_last;    /* position of the last sink token; -1 none */
+} md_streaming_state;
+
+md_status md_streaming_init(void *state, const md_policy_options *options,
+                            const md_policy_config *config, md_error *err);
+void md_streaming_reset(void *state, uint64_t seed);
+md_status md_streaming_append(void *state, const md_policy_view *view, md_error *err);
+md_status md_streaming_choose(void *state, const md_policy_view *view, const md_policy_page *pages,
+                              int64_t n_pages, int64_t budget_pages, int64_t excess,
+                              md_policy_candidate *order, int64_t *n_order, md_error *err);
+
+/* ---- snapkv.c, tova.c: attention kept per token by position -------------- */
+
+/* The value of `position` in values[0 .. n-1] keyed by positions[0 .. n-1]
+ * (ascending): what a class stored at an observe call, looked up after
+ * evictions moved the view's indices. 0 when absent (a token appended after
+ * the call, which received nothing from it). */
+static inline double md_policy_value_at(const int64_t *positions, const double *values, int64_t n,
+                                        int64_t position) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (positions[mid] < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n && positions[lo] == position ? values[lo] : 0.0;
+}
+
+#endif
