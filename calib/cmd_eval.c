@@ -92,7 +92,7 @@ static void print_help(FILE *out) {
   char names[1024], defaults[1024], text[2200];
   policy_names(names, sizeof names, false);
   policy_names(defaults, sizeof defaults, true);
-  snprintf(text, sizeof text, "comma-separated, from %s (default: %s; the others are opt-in)",
+  snprintf(text, sizeof text, "comma-separated, from %s, or all (default: %s; the others are opt-in)",
            names, defaults);
   fputs("      --policies LIST      ", out);
   put_wrapped(out, 27, text, 27);
@@ -189,6 +189,13 @@ static const md_opt eval_table[] = {
 };
 
 static int parse_policies(const char *text, md_eval_options *o) {
+  /* "all": every policy of the table, the opt-in ones too, in its order */
+  if (strcmp(text, "all") == 0) {
+    o->n_policies = 0;
+    for (size_t i = 0; i < md_policy_table_count && o->n_policies < MD_EVAL_MAX_POLICIES; i++)
+      o->policies[o->n_policies++] = md_policy_table[i];
+    return -1;
+  }
   char *copy = strdup(text);
   if (!copy) return md_cli_usage_error(command, "out of memory");
   o->n_policies = 0;
@@ -196,6 +203,10 @@ static int parse_policies(const char *text, md_eval_options *o) {
   char *save = NULL;
   for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     const md_policy_class *policy = md_policy_find(item);
+    if (strcmp(item, "all") == 0) {
+      code = md_cli_usage_error(command, "--policies all names every policy: list nothing with it");
+      break;
+    }
     if (!policy) {
       char names[1024];
       policy_names(names, sizeof names, false);

@@ -62,6 +62,9 @@ run policy_twice 2 "eval: policy 'h2o' is listed twice" -- $base --traces "$work
 # before the fit computed its pooled fit) is refused before any model work:
 # the model given does not even exist.
 run policy_needs_pooled 2 'qwen2-tiny-agent-450\.json: policy memdecay-shared: pooled\.lambda: the config has no pooled fit' -- --model "$work/no-model" --config "$config" -o "$out" --traces "$work/ok.jsonl" --policies memdecay,memdecay-shared
+# "all" names the opt-in policies too: memdecay-shared among them.
+run policy_all 2 'policy memdecay-shared: pooled\.lambda: the config has no pooled fit' -- --model "$work/no-model" --config "$config" -o "$out" --traces "$work/ok.jsonl" --policies all
+run policy_all_listed 2 "eval: --policies all names every policy: list nothing with it" -- $base --traces "$work/ok.jsonl" --policies memdecay,all
 run plot 2 'eval\.jpg.*unsupported' -- $base --traces "$work/ok.jsonl" --plot "$work/eval.jpg"
 run missing_config 2 'no-such\.json' -- --model "$model" --config "$work/no-such.json" -o "$out" --traces "$work/ok.jsonl"
 run bad_config 2 'bad_config\.json: policy\.attention_norm\.kappa: ' -- --model "$model" --config "$work/bad_config.json" -o "$out" --traces "$work/ok.jsonl"
