@@ -428,7 +428,7 @@ def main(argv=None):
     if not args.out:
         parser.error("--out is required (or --check)")
     if args.context < 400 or args.episodes < 1:
-        parser.error("--context must be at least 400 (the compact episodes are 380 to 530 tokens) "
+        parser.error("--context must be at least 400 (the compact episodes are about 390 to 510 tokens) "
                      "and --episodes at least 1")
     rng = random.Random(args.seed)
     width = max(3, len(str(args.episodes - 1)))
