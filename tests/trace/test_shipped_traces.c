@@ -1,15 +1,17 @@
 /* The shipped workloads in data/traces: every episode is valid, uses all
  * seven regions, has a teacher-forced scratchpad continuation and one probe
- * per region whose answer lies in that region's text; and each rendered
- * prompt has the length and FNV-1a hash of the prompt HF transformers
- * renders with Qwen2.5's template (data/shipped-prompts.jsonl, from
- * make_fixtures.py). */
-#define _GNU_SOURCE /* strcasestr */
+ * per region whose answer lies in that region's text and in no other, nor
+ * in the continuation or the question (matched as eval scores answers:
+ * md_eval_answer_matches), so that a probe tests its region alone; and each
+ * rendered prompt has the length and FNV-1a hash of the prompt HF
+ * transformers renders with Qwen2.5's template (data/shipped-prompts.jsonl,
+ * from make_fixtures.py). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/eval/eval.h"
 #include "collector/tokenizer/chat_template.h"
 #include "tests/test_util.h"
 
@@ -71,19 +73,29 @@ static void check_episode(const char *file, const md_trace_episode *ep, const md
   for (size_t i = 0; i < ep->n_messages; i++) calls += ep->messages[i].n_tool_calls;
   CHECK_MSG(calls >= 3, "%s: %zu tool calls", ep->id, calls);
   CHECK_MSG(ep->n_probes == n_regions, "%s: %zu probes", ep->id, ep->n_probes);
+  char *texts[n_regions];
   for (int r = 0; r < n_regions; r++) {
-    char *text = region_text(p, regions[r]);
-    CHECK_MSG(text[0] != '\0', "%s: no %s text", ep->id, regions[r]);
+    texts[r] = region_text(p, regions[r]);
+    CHECK_MSG(texts[r][0] != '\0', "%s: no %s text", ep->id, regions[r]);
+  }
+  for (int r = 0; r < n_regions; r++) {
     int probes = 0;
     for (size_t k = 0; k < ep->n_probes; k++) {
-      if (strcmp(ep->probes[k].region, regions[r])) continue;
+      const md_trace_probe *probe = &ep->probes[k];
+      if (strcmp(probe->region, regions[r])) continue;
       probes++;
-      CHECK_MSG(strcasestr(text, ep->probes[k].answer) != NULL, "%s: %s answer \"%s\" not in its region", ep->id,
-                regions[r], ep->probes[k].answer);
+      for (int other = 0; other < n_regions; other++)
+        CHECK_MSG(md_eval_answer_matches(probe->answer, texts[other], strlen(texts[other])) == (other == r),
+                  "%s: %s answer \"%s\" %s region %s", ep->id, regions[r], probe->answer,
+                  other == r ? "not in its" : "also in", regions[other]);
+      CHECK_MSG(!md_eval_answer_matches(probe->answer, ep->continuation.text, ep->continuation.length),
+                "%s: %s answer \"%s\" in the continuation", ep->id, regions[r], probe->answer);
+      CHECK_MSG(!md_eval_answer_matches(probe->answer, probe->question, strlen(probe->question)),
+                "%s: %s answer \"%s\" in its question", ep->id, regions[r], probe->answer);
     }
     CHECK_MSG(probes == 1, "%s: %d probes in %s", ep->id, probes, regions[r]);
-    free(text);
   }
+  for (int r = 0; r < n_regions; r++) free(texts[r]);
   char key[256];
   snprintf(key, sizeof key, "%s/%s", file, ep->id);
   json_t *row = json_object_get(expected_prompts, key);
