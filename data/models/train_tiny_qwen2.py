@@ -91,7 +91,7 @@ CORPORA = [(450, 2500, 7), (1700, 700, 8)]
 
 TRAIN = dict(seed=1234, epochs=1, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
              weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
-             entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=1.0)
+             entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=1.0, copy_drills=0)
 
 
 # ---- tokenizer ------------------------------------------------------------------
@@ -193,6 +193,17 @@ def make_corpora(work):
     return paths
 
 
+def answer_as_in_context(answer, context):
+    """The answer as the model would copy it: with the space before it
+    when the context writes it after a space (running text: " Jonas Chen",
+    whose first token is "ĠJonas"), without one when it follows other
+    characters (a JSON value after a quote: "KAGQUH"). The answer occurs
+    once in the episode (data/traces/generate.py checks it); scoring
+    normalises spaces away, so either form is right."""
+    at = context.find(answer)
+    return " " + answer if at > 0 and context[at - 1] == " " else answer
+
+
 def encode_file(encoder, path, seed):
     """Training sequences of a traces file: the prompt, the continuation
     (tokenised on its own, as the collector feeds it), <|im_end|>, then the
@@ -210,15 +221,66 @@ def encode_file(encoder, path, seed):
         probes = list(episode["probes"])
         rng.shuffle(probes)
         text = "<|im_end|>\n"
+        context = encoder.prompt(episode)
         for probe in probes:
             question = f"<|im_start|>user\n{probe['question']}<|im_end|>\n<|im_start|>assistant\n"
             ids += encoder.encode(question).ids
-            answer = encoder.encode(probe["answer"]).ids
+            said = answer_as_in_context(probe["answer"], context)
+            answer = encoder.encode(said).ids
             item["answers"].append((len(ids), len(ids) + len(answer)))
             ids += answer + encoder.encode("<|im_end|>\n").ids
-            text += question + probe["answer"] + "<|im_end|>\n"
+            text += question + said + "<|im_end|>\n"
         # Added tokens split the text first, so the pieces tokenise as the whole does.
         assert ids[len(prompt) + len(continuation):] == encoder.encode(text).ids
+        item["ids"] = ids
+        items.append(item)
+    return items
+
+
+# ---- copy drills ------------------------------------------------------------------
+
+DRILL_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+
+
+def drill_value(rng):
+    """A value of one of the forms the probes' answers take (codes, numbers,
+    dates, names), drawn uniformly."""
+    kind = rng.randrange(6)
+    if kind == 0:
+        return "".join(rng.choice(DRILL_LETTERS) for _ in range(2)) + f"-{rng.randint(1000, 99999)}"
+    if kind == 1:
+        return str(rng.randint(100, 999999))
+    if kind == 2:
+        return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    if kind == 3:
+        return "".join(rng.choice(DRILL_LETTERS + "23456789") for _ in range(6))
+    if kind == 4:
+        sys.path.insert(0, os.path.dirname(GENERATOR))
+        import domains  # the generator's name lists
+        return f"{rng.choice(domains.FIRST_NAMES)} {rng.choice(domains.LAST_NAMES)}"
+    return f"{rng.randint(10, 999)} EUR"
+
+
+def copy_drills(encoder, keys, count, seed):
+    """Short sequences that teach looking a value up by its key phrase and
+    copying it: a system message of 8 to 24 facts "The KEY is VALUE." (keys
+    from the corpus's probe key phrases, each once, values drawn), then
+    questions about 4 of them with their answers, in the ChatML of the
+    episodes' probes. The items have the episodes' form (no continuation)."""
+    rng = random.Random(seed)
+    keys = sorted(keys)
+    items = []
+    for _ in range(count):
+        chosen = rng.sample(keys, rng.randint(8, min(24, len(keys))))
+        facts = [(key, drill_value(rng)) for key in chosen]
+        context = "<|im_start|>system\n" + " ".join(f"The {k} is {v}." for k, v in facts) + "<|im_end|>\n"
+        ids = encoder.encode(context).ids
+        item = {"continuation": (len(ids), len(ids)), "answers": []}
+        for key, value in rng.sample(facts, 4):
+            ids += encoder.encode(f"<|im_start|>user\nWhat is the {key}?<|im_end|>\n<|im_start|>assistant\n").ids
+            answer = encoder.encode(" " + value).ids
+            item["answers"].append((len(ids), len(ids) + len(answer)))
+            ids += answer + encoder.encode("<|im_end|>\n").ids
         item["ids"] = ids
         items.append(item)
     return items
@@ -605,6 +667,10 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=TRAIN["warmup"])
     parser.add_argument("--answer-weight", type=float, default=TRAIN["answer_weight"],
                         help="loss weight of the probe answer tokens (others 1)")
+    parser.add_argument("--entropy-weight", type=float, default=TRAIN["entropy_weight"],
+                        help="weight of the attention-entropy term of the objective")
+    parser.add_argument("--copy-drills", type=int, default=TRAIN["copy_drills"],
+                        help="short look-up-and-copy sequences mixed into the corpus (copy_drills)")
     parser.add_argument("--no-probes", action="store_true", help="skip the greedy probe measurement")
     parser.add_argument("--measure-only", action="store_true",
                         help="only measure the checkpoint in --out (writes nothing there)")
@@ -612,7 +678,8 @@ def main(argv=None):
     ARCHITECTURE.update(hidden_size=args.hidden, num_hidden_layers=args.layers, num_attention_heads=args.heads,
                         num_key_value_heads=args.kv_heads, intermediate_size=args.intermediate)
     TRAIN.update(epochs=args.epochs, steps=args.steps, batch_tokens=args.batch_tokens, lr=args.lr,
-                 min_lr=args.min_lr, warmup=args.warmup, answer_weight=args.answer_weight)
+                 min_lr=args.min_lr, warmup=args.warmup, answer_weight=args.answer_weight,
+                 copy_drills=args.copy_drills, entropy_weight=args.entropy_weight)
     if args.corpus:
         CORPORA[:] = args.corpus
     assert all(seed not in (450, 1700) for _, _, seed in CORPORA), "seeds 450 and 1700 are held out"
@@ -641,6 +708,10 @@ def main(argv=None):
         begin = time.time()
         corpora = [encode_file(encoder, path, seed) for path, (_, _, seed) in zip(make_corpora(work), CORPORA)]
         held = [encode_file(encoder, path, 0) for path in HELD_OUT]
+        if TRAIN["copy_drills"]:
+            keys = {key for path in make_corpora(work) for episode in read_jsonl(path)
+                    for key in episode["meta"]["probe_keys"].values()}
+            corpora.append(copy_drills(encoder, keys, TRAIN["copy_drills"], TRAIN["seed"]))
         log(f"corpus generated and tokenised in {time.time() - begin:.0f} s")
     train_items = [item for items in corpora for item in items]
     vocab = sorted({i for items in corpora + held for item in items for i in item["ids"]})

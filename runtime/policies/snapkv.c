@@ -201,7 +201,6 @@ const md_policy_class md_policy_class_snapkv = {
     .parameters = "window " MD_DEFAULT_TEXT(SNAPKV_WINDOW_DEFAULT) " steps, max-pool "
                   MD_DEFAULT_TEXT(SNAPKV_POOL_KERNEL_DEFAULT),
     .color = {0.0, 0.447, 0.698},
-    .opt_in = true,
     .state_size = sizeof(snapkv_state),
     .init = snapkv_init,
     .reset = snapkv_reset,

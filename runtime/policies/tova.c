@@ -61,7 +61,6 @@ const md_policy_class md_policy_class_tova = {
     .name = "tova",
     .description = "TOVA: least attended by the latest query first",
     .color = {0.0, 0.620, 0.451},
-    .opt_in = true,
     .state_size = sizeof(tova_state),
     .reset = tova_reset,
     .observe = tova_observe,

@@ -126,7 +126,7 @@ int main(void) {
   md_status s = md_eval(&o, &r, &err);
   CHECK_MSG(s == MD_OK, "%s", err.message);
   if (s == MD_OK) {
-    CHECK(r.n_episodes == 3 && r.n_runs == 11 && r.page_size == 16);
+    CHECK(r.n_episodes == 3 && r.n_runs == 1 + 7 * 2 && r.page_size == 16);
     check_properties(&r);
     md_eval_results_free(&r);
   }
@@ -169,7 +169,7 @@ int main(void) {
     s = md_eval(&o, &r, &err);
     CHECK_MSG(s == MD_OK, "%s", err.message);
     if (s == MD_OK) {
-      CHECK(o.n_policies == 6 && r.n_runs == 1 + 6 * 2);
+      CHECK(o.n_policies == 4 && r.n_runs == 1 + 4 * 2);
       check_properties(&r);
       md_eval_results_free(&r);
     }

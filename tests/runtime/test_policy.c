@@ -1038,15 +1038,16 @@ static void test_table(void) {
   CHECK(md_policy_table_count <= MD_EVAL_MAX_POLICIES);  /* --policies can name them all */
   /* eval's default set, which the golden eval results hold
    * (data/golden): the table's classes but the opt-in ones, in this order. */
-  const char *default_set[] = {"full", "random", "streaming", "h2o", "memdecay", "memdecay-raw"};
+  const char *default_set[] = {"full", "random", "streaming", "h2o", "snapkv", "tova",
+                               "memdecay", "memdecay-raw"};
   size_t n_default = 0;
   for (size_t i = 0; i < md_policy_table_count; i++) {
     if (md_policy_table[i]->opt_in) continue;
-    CHECK_MSG(n_default < 6 && !strcmp(md_policy_table[i]->name, default_set[n_default]),
+    CHECK_MSG(n_default < 8 && !strcmp(md_policy_table[i]->name, default_set[n_default]),
               "default set: %s at %zu", md_policy_table[i]->name, n_default);
     n_default++;
   }
-  CHECK(n_default == 6);
+  CHECK(n_default == 8);
   for (size_t i = 0; i < md_policy_table_count; i++) {
     const md_policy_class *c = md_policy_table[i];
     size_t length = strlen(c->name);
