@@ -42,3 +42,24 @@ bench_build() {
     fi
   done
 }
+
+# Prints $1, or when it is empty the path of the real Qwen2.5-Coder-0.5B
+# GGUF file, fetched into its cache first when it is not there
+# (data/models/fetch_qwen25.py).
+bench_model_or_real() {
+  if [ -n "$1" ]; then
+    echo "$1"
+    return
+  fi
+  _real=$(python3 data/models/fetch_qwen25.py 0.5b --print-path)
+  [ -f "$_real" ] || python3 data/models/fetch_qwen25.py 0.5b >&2
+  echo "$_real"
+}
+
+# Empties the work directory $1 and records in $1/machine.txt (and prints)
+# the CPU line, the threads $2, the model $3 and the date.
+bench_fresh_work() {
+  rm -rf "$1" && mkdir -p "$1"
+  bench_cpu_line | tee "$1/machine.txt"
+  echo "threads: $2; model: $(basename "$3"); $(date -u +%Y-%m-%d)" | tee -a "$1/machine.txt"
+}

@@ -48,13 +48,8 @@ done
 . bench/common.sh
 bench_build "$build_first" paper_table.sh calib/memdecay-calibrate
 bin=${MD_BUILD_DIR:-build}/calib/memdecay-calibrate
-if [ -z "$model" ]; then
-  model=$(python3 data/models/fetch_qwen25.py 0.5b --print-path)
-  [ -f "$model" ] || python3 data/models/fetch_qwen25.py 0.5b
-fi
-rm -rf "$work" && mkdir -p "$work"
-bench_cpu_line | tee "$work/machine.txt"
-echo "threads: $threads; model: $(basename "$model"); $(date -u +%Y-%m-%d)" | tee -a "$work/machine.txt"
+model=$(bench_model_or_real "$model")
+bench_fresh_work "$work" "$threads" "$model"
 
 # step NAME COMMAND...: runs it with its wall time and peak RSS in WORK/NAME.time.
 step() {

@@ -204,24 +204,12 @@ static md_status open_inputs(eval_state *st, md_error *err) {
   return MD_OK;
 }
 
-/* Fails with "FILE:LINE: episode \"ID\": " and the formatted reason. */
-static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
-                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
-                              const char *fmt, ...) {
-  char what[MD_ERROR_MESSAGE_MAX / 2];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  return md_fail(err, status, "%s:%zu: episode \"%s\": %s", ep->path, ep->line, ep->id, what);
-}
 
 /* The prompt's chunks: maximal runs of tokens from one message (span source). */
 static md_status make_chunks(prepared_episode *e, const md_trace_episode *ep, md_error *err) {
   const md_episode_tokens *t = &e->tokens;
   e->chunks = calloc(t->prompt_tokens, sizeof *e->chunks);
-  if (!e->chunks) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  if (!e->chunks) return md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   size_t begin = 0;
   for (size_t i = 1; i <= t->prompt_tokens; i++) {
     bool boundary = i == t->prompt_tokens ||
@@ -282,7 +270,7 @@ static md_status locate_answer(const md_episode_tokens *t, const char *region, c
 static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_trace_episode *ep,
                                 md_error *err) {
   e->probes = calloc(ep->n_probes, sizeof *e->probes);
-  if (!e->probes) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  if (!e->probes) return md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   md_tokens tokens = {0};
   md_status s = MD_OK;
   for (size_t i = 0; s == MD_OK && i < ep->n_probes; i++) {
@@ -291,7 +279,7 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     for (size_t k = 0; k < e->tokens.prompt_tokens && !in_prompt; k++)
       in_prompt = !strcmp(e->tokens.regions[k], probe->region);
     if (!in_prompt) {
-      s = episode_fail(err, MD_E_INVALID, ep,
+      s = md_trace_episode_fail(err, MD_E_INVALID, ep,
                        "probes[%zu].region: region \"%s\" does not occur in the episode's prompt, "
                        "so its fact cannot be recalled", i, probe->region);
       break;
@@ -300,7 +288,7 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     size_t size = strlen(head) + strlen(probe->question) + strlen(tail) + 1;
     char *text = malloc(size);
     if (!text) {
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+      s = md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
       break;
     }
     snprintf(text, size, "%s%s%s", head, probe->question, tail);
@@ -309,28 +297,28 @@ static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_tr
     s = md_tokenizer_encode(st->tokenizer, text, strlen(text), &tokens, &inner);
     free(text);
     if (s != MD_OK) {
-      s = episode_fail(err, s, ep, "probes[%zu].question: %.400s", i, inner.message);
+      s = md_trace_episode_fail(err, s, ep, "probes[%zu].question: %.400s", i, inner.message);
       break;
     }
     prepared_probe *p = &e->probes[i];
     p->question = malloc(tokens.count * sizeof *p->question);
     if (!p->question) {
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+      s = md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
       break;
     }
     memcpy(p->question, tokens.ids, tokens.count * sizeof *p->question);
     p->question_tokens = tokens.count;
     for (size_t k = 0; k < tokens.count; k++)
       if (tokens.ids[k] >= st->config->vocab_size)
-        s = episode_fail(err, MD_E_INVALID, ep, "probes[%zu].question has a token outside the "
+        s = md_trace_episode_fail(err, MD_E_INVALID, ep, "probes[%zu].question has a token outside the "
                          "model's vocabulary", i);
     if (s == MD_OK && locate_answer(&e->tokens, probe->region, probe->answer, p) != MD_OK)
-      s = episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+      s = md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
     size_t needed = md_episode_positions(&e->tokens) + p->question_tokens +
                     (st->options->max_answer_tokens ? st->options->max_answer_tokens
                                                     : MD_EVAL_DEFAULT_ANSWER_TOKENS);
     if (s == MD_OK && needed > (size_t)st->config->max_position_embeddings)
-      s = episode_fail(err, MD_E_INVALID, ep, "with probes[%zu] and its answer the episode needs "
+      s = md_trace_episode_fail(err, MD_E_INVALID, ep, "with probes[%zu] and its answer the episode needs "
                        "%zu positions, more than the model's max_position_embeddings (%d)", i,
                        needed, st->config->max_position_embeddings);
     if (s == MD_OK && needed > st->max_positions) st->max_positions = needed;
@@ -344,11 +332,11 @@ static md_status map_regions(eval_state *st, prepared_episode *e, const md_trace
                              md_error *err) {
   size_t n = md_episode_positions(&e->tokens);
   e->region_index = calloc(n, sizeof *e->region_index);
-  if (!e->region_index) return episode_fail(err, MD_E_NOMEM, ep, "out of memory");
+  if (!e->region_index) return md_trace_episode_fail(err, MD_E_NOMEM, ep, "out of memory");
   for (size_t i = 0; i < n; i++) {
     int r = md_policy_config_region(&st->policy_config, e->tokens.regions[i]);
     if (r < 0)
-      return episode_fail(err, MD_E_INVALID, ep,
+      return md_trace_episode_fail(err, MD_E_INVALID, ep,
                           "region \"%s\" is not in %s: the config has no decay rate for it "
                           "(calibrate on traces that use it, or relabel it)",
                           e->tokens.regions[i], st->options->config_path);
@@ -374,7 +362,7 @@ static void free_prepared(prepared_episode *e) {
 static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *err) {
   const md_trace_episode *ep = &e->trace;
   if (ep->n_probes == 0)
-    return episode_fail(err, MD_E_INVALID, ep,
+    return md_trace_episode_fail(err, MD_E_INVALID, ep,
                         "no probes: eval asks each episode's \"probes\" (memdecay-traces(5))");
   /* max_positions: a prompt that cannot fit is refused without tokenising it all. */
   md_episode_tokens_options topt = {.chat = st->chat,
@@ -383,7 +371,7 @@ static md_status prepare_episode(eval_state *st, prepared_episode *e, md_error *
   md_status s = md_episode_tokenize(st->tokenizer, ep, &topt, &e->tokens, err);
   if (s != MD_OK) return s;
   if (md_episode_generated(&e->tokens))
-    return episode_fail(err, MD_E_INVALID, ep,
+    return md_trace_episode_fail(err, MD_E_INVALID, ep,
                         "no continuation text: eval feeds the episode's teacher-forced "
                         "continuation before it asks the probes");
   if ((s = md_trace_check_positions(ep, e->tokens.prompt_tokens, e->tokens.decode_steps,

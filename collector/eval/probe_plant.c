@@ -143,19 +143,6 @@ static size_t count_substring(const char *haystack, const char *needle) {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
-                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static md_status episode_fail(md_error *err, md_status status, const md_trace_episode *ep,
-                              const char *fmt, ...) {
-  char what[MD_ERROR_MESSAGE_MAX / 2];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  md_fail(err, status, "%s:%zu: episode \"%s\": %s", ep->path, ep->line, ep->id, what);
-  if (err) md_error_at(err, ep->path, ep->line, ep->id);
-  return status;
-}
 
 static md_status no_memory(md_error *err) { return md_fail(err, MD_E_NOMEM, "out of memory"); }
 
@@ -266,7 +253,7 @@ static md_status fresh_value(plant_state *st, md_probe_value_kind kind, const ch
     free(normal);
     if (!taken) return MD_OK;
   }
-  return episode_fail(err, MD_E_INVALID, st->in,
+  return md_trace_episode_fail(err, MD_E_INVALID, st->in,
                       "no value for region \"%s\" that occurs nowhere in the episode after 1000 "
                       "draws", region);
 }
@@ -393,7 +380,7 @@ static md_status plant_in_text(plant_state *st, const host_list *hosts, const ch
   json_t *object;
   const char *key;
   if (host_slot(st->root, host, &object, &key) != MD_OK)
-    return episode_fail(err, MD_E_INVALID, st->in, "internal error: the planted text's field "
+    return md_trace_episode_fail(err, MD_E_INVALID, st->in, "internal error: the planted text's field "
                         "is not where the reader found it");
   text_buf planted = {0};
   bool ok = buf_append(&planted, host->text, at) &&
@@ -438,7 +425,7 @@ static md_status plant_in_arguments(plant_state *st, const char *region, size_t 
   json_t *function = json_object_get(object, "function");
   json_t *arguments = json_object_get(json_is_object(function) ? function : object, "arguments");
   if (!json_is_object(arguments))
-    return episode_fail(err, MD_E_INVALID, st->in, "internal error: the tool call's arguments "
+    return md_trace_episode_fail(err, MD_E_INVALID, st->in, "internal error: the tool call's arguments "
                         "are not where the reader found them");
   char *key = strdup(phrasing->argument_key);
   for (unsigned suffix = 2; key && json_object_get(arguments, key); suffix++) {
@@ -553,7 +540,7 @@ static md_status check_planted(const md_probe_planted *out, md_error *err) {
           (size_t)(at - prompt.text) + strlen(site->answer) <= prompt.spans[k].end)
         found_in = prompt.spans[k].region;
     if (as_text != 1 || as_words != 1 || !found_in || strcmp(found_in, site->region) != 0)
-      s = episode_fail(err, MD_E_INVALID, ep,
+      s = md_trace_episode_fail(err, MD_E_INVALID, ep,
                        "internal error: the answer %s planted in region \"%s\" occurs %zu times "
                        "as text and %zu as words, %s%s", site->answer, site->region, as_text,
                        as_words, found_in ? "in region " : "in no single span",
@@ -578,7 +565,7 @@ md_status md_probe_plant_episode(const md_trace_episode *input, const md_probe_p
                                  md_probe_planted *out, md_error *err) {
   memset(out, 0, sizeof *out);
   if (input->n_probes && !settings->replace)
-    return episode_fail(err, MD_E_INVALID, input,
+    return md_trace_episode_fail(err, MD_E_INVALID, input,
                         "has %zu probe%s already (--replace drops them and plants new ones)",
                         input->n_probes, input->n_probes == 1 ? "" : "s");
   name_list own_regions = {0};
@@ -632,7 +619,7 @@ md_status md_probe_plant_episode(const md_trace_episode *input, const md_probe_p
                             &out->episode, &inner);
     if (s == MD_E_NOMEM) s = no_memory(err);
     else if (s != MD_OK)
-      s = episode_fail(err, MD_E_INVALID, input, "internal error: the planted episode does not "
+      s = md_trace_episode_fail(err, MD_E_INVALID, input, "internal error: the planted episode does not "
                        "read back: %.300s", inner.message);
   }
   if (s == MD_OK) s = check_planted(out, err);

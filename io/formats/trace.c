@@ -896,3 +896,16 @@ md_status md_trace_check_positions(const md_trace_episode *episode, size_t promp
                  episode->path ? episode->path : "?", episode->line, episode->id ? episode->id : "?",
                  prompt_tokens, decode_steps, positions, max_positions);
 }
+
+md_status md_trace_episode_fail(md_error *err, md_status status, const md_trace_episode *episode,
+                                const char *fmt, ...) {
+  char what[MD_ERROR_MESSAGE_MAX / 2];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  md_fail(err, status, "%s:%zu: episode \"%s\": %s", episode->path, episode->line, episode->id,
+          what);
+  if (err) md_error_at(err, episode->path, episode->line, episode->id);
+  return status;
+}

@@ -106,6 +106,12 @@ typedef struct md_trace_episode {
 
 void md_trace_episode_free(md_trace_episode *episode);
 
+/* Fails with status and "FILE:LINE: episode \"ID\": " before the formatted
+ * reason, the episode's file, line and id in err's fields too: the form of
+ * every error about one episode of a traces file. */
+md_status md_trace_episode_fail(md_error *err, md_status status, const md_trace_episode *episode,
+                                const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* Called once for each invalid episode in skip-invalid mode; `reason` names
  * the file, line and field as in strict mode. */
 typedef void (*md_trace_skip_fn)(void *context, const md_error *reason);
