@@ -36,7 +36,7 @@ int md_cpu_quota_cpus(const char *proc_cgroup, const char *cgroup_root) {
   if (fields != 2 || strcmp(first, "max") == 0 || sscanf(first, "%lld", &quota) != 1 ||
       quota <= 0 || period <= 0)
     return INT_MAX;
-  long long cpus = (quota + period - 1) / period;
+  long long cpus = quota / period + (quota % period != 0); /* rounded up, never overflowing */
   return cpus < INT_MAX ? (int)cpus : INT_MAX;
 }
 
