@@ -137,7 +137,13 @@ static cairo_status_t draw(cairo_t *cr, void *context, double width, double heig
   const figure *f = context;
   cairo_set_source_rgb(cr, 1, 1, 1);
   cairo_paint(cr);
+  /* A long model or traces name would run the title past the right edge:
+   * it is set smaller until it fits. */
   md_plot_font(cr, MD_PLOT_FONT_TITLE, true);
+  cairo_text_extents_t extents;
+  cairo_text_extents(cr, f->title, &extents);
+  if (extents.x_advance > width - 48)
+    md_plot_font(cr, MD_PLOT_FONT_TITLE * (width - 48) / extents.x_advance, true);
   cairo_set_source_rgb(cr, 0, 0, 0);
   md_plot_text(cr, 24, 40, f->title, 0.0, 1.0);
   size_t panels = f->n_budgets ? f->n_budgets : 1;
@@ -189,8 +195,9 @@ md_status md_plot_eval(const char *path, const md_eval_results *r,
     if (md_eval_cell_at(r, 0, g)->total > 0) f.regions[f.n_regions++] = g;
   const char *traces = r->traces_path ? strrchr(r->traces_path, '/') : NULL;
   traces = traces ? traces + 1 : r->traces_path;
-  snprintf(f.title, sizeof f.title, "Probe recall by region: %s on %s, %zu episodes",
-           r->model_name ? r->model_name : "model", traces ? traces : "traces", r->n_episodes);
+  snprintf(f.title, sizeof f.title, "Probe recall by region: %s on %s, %zu episode%s",
+           r->model_name ? r->model_name : "model", traces ? traces : "traces", r->n_episodes,
+           r->n_episodes == 1 ? "" : "s");
   size_t panels = f.n_budgets ? f.n_budgets : 1;
   int height = TITLE_HEIGHT + PANEL_HEIGHT * (int)panels;
   /* Tall enough for the legend (draw: a 30-pixel row per policy from 40
