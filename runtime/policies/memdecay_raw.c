@@ -2,16 +2,13 @@
  * (runtime/policy.h, Scores): b_r exp(-lambda_r dt) + alpha e_raw, the EWMA
  * of the plain attention share, no kappa. Pinned regions and the order pages
  * go as memdecay's. */
-#include <math.h>
+#include "runtime/policies/policies_internal.h"
 
-#include "runtime/policy_class.h"
-
+/* memdecay's decay term (+infinity when pinned), then the raw attention
+ * term in place of the normalised one. */
 static double memdecay_raw_score(const void *state, const md_policy_view *v, int64_t i) {
   (void)state;
-  int r = v->region[i];
-  if (v->pinned[r]) return INFINITY;
-  double decay = v->base_priority[r] * exp(-v->lambda[r] * (double)(v->step - v->refresh[i]));
-  return decay + v->alpha * v->e_raw[i];
+  return md_memdecay_score(v, i, MD_MEMDECAY_RATE_REGION, false) + v->alpha * v->e_raw[i];
 }
 
 const md_policy_class md_policy_class_memdecay_raw = {
