@@ -50,5 +50,6 @@ int md_cmd_collect(int argc, char **argv);
 int md_cmd_devices(int argc, char **argv);
 int md_cmd_eval(int argc, char **argv);
 int md_cmd_probes(int argc, char **argv);
+int md_cmd_export(int argc, char **argv);
 
 #endif

@@ -16,5 +16,6 @@ extern const md_opt_command md_tokenize_command;
 extern const md_opt_command md_devices_command;
 extern const md_opt_command md_eval_command;
 extern const md_opt_command md_probes_command;
+extern const md_opt_command md_export_command;
 
 #endif

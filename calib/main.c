@@ -26,6 +26,7 @@ static const command commands[] = {
     {"fit", md_cmd_fit, "fit survival models to token lifetimes and write memdecay.json"},
     {"eval", md_cmd_eval, "evict by a memdecay.json and measure recall of planted facts"},
     {"probes", md_cmd_probes, "plant a fact per region into your traces, with probes for eval"},
+    {"export", md_cmd_export, "turn a memdecay.json into a serving stack's retention settings"},
     {"check", md_cmd_check, "compare a config with a golden one (CI drift check)"},
     {"tokenize", md_cmd_tokenize, "tokenize JSON Lines texts with a model's tokenizer.json"},
     {"devices", md_cmd_devices, "list the compute back ends (CPU, CUDA) usable here"},

@@ -173,7 +173,7 @@ static void test_mistakes(void) {
 static const md_opt_command *const commands[] = {
     &md_run_command,     &md_collect_command, &md_extract_command, &md_fit_command,
     &md_eval_command,    &md_check_command,   &md_tokenize_command, &md_devices_command,
-    &md_probes_command,
+    &md_probes_command,  &md_export_command,
 };
 
 static char *help_text(const md_opt_command *c) {
