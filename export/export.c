@@ -387,11 +387,22 @@ md_status md_export(const md_export_options *o, md_export_outcome *out, md_error
     json_decref(root);
     if (!summary) s = md_fail(err, MD_E_NOMEM, "out of memory");
   }
-  /* The summary first: a failure there leaves the output's temporary to abort. */
-  if (s == MD_OK && summary) s = md_write_file_atomic(o->summary_path, summary, strlen(summary), err);
+  /* Both outputs complete in their temporaries before either is renamed into
+   * place: a failure while writing either leaves neither. */
+  md_atomic_file summary_file = {0};
+  bool summary_opened = false;
+  if (s == MD_OK && summary) {
+    summary_opened = (s = md_atomic_open(&summary_file, o->summary_path, err)) == MD_OK;
+    if (s == MD_OK && fwrite(summary, 1, strlen(summary), summary_file.fp) != strlen(summary))
+      s = md_fail_kind(err, MD_E_IO, MD_KIND_IO, "%s: cannot write the summary", o->summary_path);
+  }
   if (opened) {
     if (s == MD_OK) s = md_atomic_commit(&st.file, err);
     else md_atomic_abort(&st.file);
+  }
+  if (summary_opened) {
+    if (s == MD_OK) s = md_atomic_commit(&summary_file, err);
+    else md_atomic_abort(&summary_file);
   }
   free(summary);
   if (in) fclose(in);

@@ -204,11 +204,11 @@ def retention_settings(config: Config, regions: Union[Sequence[str], Iterable], 
         # passes agent_hints.priority to the engine) order by it with higher
         # values kept longer by default, our direction.
         total = sum(lo_hi_p for lo_hi_p in ((hi - lo) * s[0] for lo, hi, s, _ in ranges))
-        p_req = int(math.floor(total / n + 0.5))
+        p_req = (2 * total + n) // (2 * n)  # floor(mean + 1/2) in integers, as export computes it
         settings = p_req if format == "sglang" else {"agent_hints": {"priority": p_req}}
     line = {"id": request_id, "format": format, "prompt_tokens": n, "block_size": block_size,
             REQUEST_FIELD[format]: settings}
     if with_runs:
-        line["runs"] = [{"region": g, "start": s, "end": e} for g, s, e in runs] + \
-                       [{"decode_region": decode_region}]
+        line["runs"] = [{"region": g, "start": s, "end": e} for g, s, e in runs]
+        line["decode_region"] = decode_region
     return line, warnings

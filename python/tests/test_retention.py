@@ -62,8 +62,8 @@ class TrtLLM(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertEqual(a[0]["runs"], [{"region": "system", "start": 0, "end": 3},
                                         {"region": "user", "start": 3, "end": 7},
-                                        {"region": "tool_out", "start": 7, "end": 10},
-                                        {"decode_region": "scratchpad"}])
+                                        {"region": "tool_out", "start": 7, "end": 10}])
+        self.assertEqual(a[0]["decode_region"], "scratchpad")
 
     def test_default_block_size(self):
         line, _ = retention_settings(CFG, PROMPT, format="trtllm", step_ms=10)

@@ -43,8 +43,8 @@ sys.path.insert(0, os.path.join(root, "python"))
 try:
     import numpy as np
 except ImportError:
-    print("SKIP: numpy is not installed (Debian: python3-numpy)")
-    sys.exit(77)
+    print("numpy is not installed (Debian: python3-numpy; .ci/install-deps installs it)", file=sys.stderr)
+    sys.exit(1)
 
 from memdecay import config as mdconfig  # noqa: E402
 from memdecay.policy import Policy  # noqa: E402
