@@ -32,7 +32,7 @@ typedef struct stage {
   md_config_summary config;
   json_t *config_json;             /* the config as JSON: its regions' "identification" */
   md_retention_region *regions;
-  md_model_dir model;
+  md_model_text model;
   md_atomic_file file;
   char **ids;                      /* openai input: ids seen, for duplicates */
   size_t *id_lines;
@@ -102,12 +102,6 @@ static md_status read_config(stage *st) {
   return MD_OK;
 }
 
-static void on_model_warning(void *context, const char *message) {
-  stage *st = context;
-  md_error ignored = {0};
-  md_warnings_add(&st->out->warnings, &ignored, "%s: %s", st->o->model_path, message);
-}
-
 static md_status remember_id(stage *st, const md_trace_episode *ep) {
   for (size_t i = 0; i < st->n_ids; i++)
     if (!strcmp(st->ids[i], ep->id))
@@ -164,7 +158,7 @@ static json_t *runs_of(const md_episode_tokens *t) {
 
 /* Renders, tokenises, maps and writes one request. */
 static md_status export_one(stage *st, const md_trace_episode *ep) {
-  const md_qwen2_config *mc = md_qwen2_model_config(st->model.model);
+  const md_qwen2_config *mc = &st->model.config;
   md_episode_tokens_options topt = {.max_steps = 1, .vocab_size = (size_t)mc->vocab_size,
                                     .max_positions = (size_t)mc->max_position_embeddings,
                                     .chat = mc->family ? mc->family->chat : NULL};
@@ -371,8 +365,7 @@ md_status md_export(const md_export_options *o, md_export_outcome *out, md_error
   if (s == MD_OK && !(in = fopen(o->input_path, "rb")))
     s = md_fail_kind(err, MD_E_IO, MD_KIND_INPUT, "%s: cannot open the requests", o->input_path);
   if (s == MD_OK) s = resolve_input(&st, in);
-  if (s == MD_OK && (s = md_model_dir_open(o->model_path, "export", on_model_warning, &st,
-                                           &st.model, err)) != MD_OK)
+  if (s == MD_OK && (s = md_model_text_open(o->model_path, "export", &st.model, err)) != MD_OK)
     md_error_blame_input(err);
   bool opened = false;
   if (s == MD_OK) opened = (s = md_atomic_open(&st.file, o->output_path, err)) == MD_OK;
@@ -406,7 +399,7 @@ md_status md_export(const md_export_options *o, md_export_outcome *out, md_error
   }
   free(summary);
   if (in) fclose(in);
-  md_model_dir_close(&st.model);
+  md_model_text_close(&st.model);
   for (size_t i = 0; i < st.n_ids; i++) free(st.ids[i]);
   free(st.ids);
   free(st.id_lines);

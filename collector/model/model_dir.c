@@ -9,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "collector/model/qwen2_config.h"
+#include "collector/model/qwen2_gguf.h"
 #include "io/files/mapped_file.h"
+#include "io/formats/gguf.h"
 
 static bool is_directory(const char *path) {
   struct stat info;
@@ -128,6 +131,51 @@ void md_model_dir_close(md_model_dir *dir) {
   md_qwen2_model_close(dir->model);
   free(dir->tokenizer_path);
   memset(dir, 0, sizeof *dir);
+}
+
+md_status md_model_text_open(const char *dir, const char *user, md_model_text *out,
+                             md_error *err) {
+  memset(out, 0, sizeof *out);
+  char *path = NULL;
+  md_status s = resolve(dir, &path, err);
+  if (s != MD_OK) return s;
+  if (md_is_regular_file(path)) { /* a GGUF file: its metadata and tokenizer */
+    md_gguf_file *gguf = NULL;
+    s = md_gguf_open(path, &gguf, err);
+    if (s == MD_OK) s = md_qwen2_gguf_config(gguf, false, &out->config, err);
+    if (s == MD_OK) s = md_tokenizer_load_gguf(gguf, &out->tokenizer, err);
+    md_gguf_close(gguf);
+    out->tokenizer_path = path;
+    path = NULL;
+  } else {
+    size_t size = strlen(path) + sizeof "/tokenizer.json";
+    char *config = malloc(size);
+    out->tokenizer_path = malloc(size);
+    if (!config || !out->tokenizer_path) {
+      s = md_fail(err, MD_E_NOMEM, "out of memory");
+    } else {
+      snprintf(config, size, "%s/config.json", path);
+      snprintf(out->tokenizer_path, size, "%s/tokenizer.json", path);
+      s = md_qwen2_config_load(config, &out->config, err);
+      if (s == MD_OK && access(out->tokenizer_path, F_OK) != 0)
+        s = md_fail(err, MD_E_INVALID,
+                    "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
+                    "tokenizer.json from the model's Hugging Face repository)",
+                    dir, user);
+      else if (s == MD_OK)
+        s = md_tokenizer_load(out->tokenizer_path, &out->tokenizer, err);
+    }
+    free(config);
+  }
+  free(path);
+  if (s != MD_OK) md_model_text_close(out);
+  return s;
+}
+
+void md_model_text_close(md_model_text *text) {
+  md_tokenizer_free(text->tokenizer);
+  free(text->tokenizer_path);
+  memset(text, 0, sizeof *text);
 }
 
 const char *md_model_dir_name(const char *dir, char *buffer, size_t size) {

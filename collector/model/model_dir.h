@@ -38,6 +38,21 @@ md_status md_model_dir_open_with(const char *dir, const md_qwen2_open_options *o
                                  md_model_dir *out, md_error *err);
 void md_model_dir_close(md_model_dir *dir);
 
+/* What a command that only renders and tokenises needs of a checkpoint
+ * (export): its configuration (family, vocabulary size, context length) and
+ * its tokenizer, found as md_model_dir_open finds them, without the weights
+ * (a GGUF file's metadata is read; no tensor is dequantized, so a large
+ * checkpoint costs its tokenizer's memory, not its weights'). */
+typedef struct md_model_text {
+  md_qwen2_config config;
+  md_tokenizer *tokenizer;
+  char *tokenizer_path;       /* DIR/tokenizer.json, or the GGUF file; malloc'd */
+} md_model_text;
+
+md_status md_model_text_open(const char *dir, const char *user, md_model_text *out,
+                             md_error *err);
+void md_model_text_close(md_model_text *text);
+
 /* The model's identity, as run.json records it (config_sha256): the
  * SHA-256 of a directory's config.json, or of a GGUF file (`model` resolved
  * as md_model_dir_open does). */
