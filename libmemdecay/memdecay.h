@@ -178,9 +178,10 @@ memdecay_status memdecay_config_region_info(const memdecay_config *config, size_
 /* ---- the policies --------------------------------------------------------------- */
 
 /* The name of policy `index` of the library's table (0, 1, ... in the order
- * memdecay-calibrate's eval runs them), NULL past the end: memdecay, h2o,
- * streaming, snapkv, tova, random, full and memdecay's ablations
- * (memdecay-runtime(3) describes each). Owned by the library. */
+ * memdecay-calibrate's eval runs them), NULL past the end: full, random,
+ * streaming, h2o, snapkv, tova, memdecay, memdecay's ablations and
+ * streaming-pinned (memdecay-runtime(3) describes each). Owned by the
+ * library. */
 const char *memdecay_policy_list(size_t index);
 /* A one-line description of policy `name`; NULL when there is none. */
 const char *memdecay_policy_describe(const char *name);
