@@ -86,6 +86,11 @@ static md_status check_config(const md_policy_config *c, const char *where, md_e
   return MD_OK;
 }
 
+md_status md_policy_config_check(const md_policy_config *config, md_error *err) {
+  if (!config) return md_fail(err, MD_E_INVALID, "no config");
+  return check_config(config, "", err);
+}
+
 void md_policy_config_free(md_policy_config *config) {
   if (!config) return;
   for (size_t i = 0; i < config->n_regions; i++) free(config->regions[i].name);
@@ -482,6 +487,7 @@ double md_policy_page_score(const md_policy *p, int64_t page) {
 int64_t md_policy_cached_tokens(const md_policy *p) { return p->n; }
 int64_t md_policy_cached_pages(const md_policy *p) { return p->pages; }
 int64_t md_policy_step(const md_policy *p) { return p->step; }
+int md_policy_page_size(const md_policy *p) { return p->page_size; }
 
 /* Builds the pages with their scores; the last one (the newest token's
  * page) is never evictable. */

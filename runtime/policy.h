@@ -223,6 +223,9 @@ typedef struct md_policy_config {
  * failure *config is left empty. */
 md_status md_policy_config_load(const char *path, md_policy_config *config, md_error *err);
 void md_policy_config_free(md_policy_config *config);
+/* Checks a config built in memory against the ranges above, as
+ * md_policy_new does (errors name the field: "regions.plan.lambda: ..."). */
+md_status md_policy_config_check(const md_policy_config *config, md_error *err);
 /* The index of region `name`, or -1. */
 int md_policy_config_region(const md_policy_config *config, const char *name);
 
@@ -281,6 +284,8 @@ int64_t md_policy_cached_tokens(const md_policy *policy);
 int64_t md_policy_cached_pages(const md_policy *policy);
 /* The step counter t. */
 int64_t md_policy_step(const md_policy *policy);
+/* The page size in tokens (the option's, else the config's, else 16). */
+int md_policy_page_size(const md_policy *policy);
 
 /* For tests and diagnostics, at the current step: the score of the cached
  * token at `position` (NaN when not cached), and the score of page `page`,
