@@ -312,19 +312,15 @@ memdecay_status memdecay_policy_reset(memdecay_policy *policy, uint64_t seed) {
   return MEMDECAY_OK;
 }
 
-memdecay_status memdecay_policy_append(memdecay_policy *policy, int64_t position, int region) {
-  if (!policy) return fail(MEMDECAY_E_INVALID, "memdecay_policy_append: policy is NULL");
-  md_error err = {0};
-  return report(md_policy_append(policy->p, position, region, &err), &err);
-}
-
-memdecay_status memdecay_policy_append_named(memdecay_policy *policy, int64_t position,
-                                             const char *region) {
-  if (!policy) return fail(MEMDECAY_E_INVALID, "memdecay_policy_append_named: policy is NULL");
-  if (!region) return memdecay_policy_append(policy, position, -1);
+/* The index of region `region` (NULL: -1) of the policy's config, or a
+ * refusal that lists the config's regions. */
+static memdecay_status region_index(const memdecay_policy *policy, const char *region, int *index) {
+  *index = -1;
+  if (!region) return MEMDECAY_OK;
   for (size_t i = 0; i < policy->n_regions; i++) {
     if (strcmp(policy->region_names[i], region) == 0) {
-      return memdecay_policy_append(policy, position, (int)i);
+      *index = (int)i;
+      return MEMDECAY_OK;
     }
   }
   char known[512] = "";
@@ -338,6 +334,36 @@ memdecay_status memdecay_policy_append_named(memdecay_policy *policy, int64_t po
   return fail(MEMDECAY_E_INVALID, "policy %s: region \"%s\" is not in the config (%s%s)",
               memdecay_policy_name(policy), region,
               policy->n_regions ? "its regions: " : "it has no regions", known);
+}
+
+memdecay_status memdecay_policy_append(memdecay_policy *policy, int64_t position, int region) {
+  if (!policy) return fail(MEMDECAY_E_INVALID, "memdecay_policy_append: policy is NULL");
+  md_error err = {0};
+  return report(md_policy_append(policy->p, position, region, &err), &err);
+}
+
+memdecay_status memdecay_policy_append_prompt(memdecay_policy *policy, int64_t position,
+                                              int region) {
+  if (!policy) return fail(MEMDECAY_E_INVALID, "memdecay_policy_append_prompt: policy is NULL");
+  md_error err = {0};
+  return report(md_policy_append_prompt(policy->p, position, region, &err), &err);
+}
+
+memdecay_status memdecay_policy_append_named(memdecay_policy *policy, int64_t position,
+                                             const char *region) {
+  if (!policy) return fail(MEMDECAY_E_INVALID, "memdecay_policy_append_named: policy is NULL");
+  int index;
+  memdecay_status s = region_index(policy, region, &index);
+  return s == MEMDECAY_OK ? memdecay_policy_append(policy, position, index) : s;
+}
+
+memdecay_status memdecay_policy_append_prompt_named(memdecay_policy *policy, int64_t position,
+                                                    const char *region) {
+  if (!policy)
+    return fail(MEMDECAY_E_INVALID, "memdecay_policy_append_prompt_named: policy is NULL");
+  int index;
+  memdecay_status s = region_index(policy, region, &index);
+  return s == MEMDECAY_OK ? memdecay_policy_append_prompt(policy, position, index) : s;
 }
 
 memdecay_status memdecay_policy_observe(memdecay_policy *policy, const float *received,

@@ -12,7 +12,10 @@
  * The policies and their formulas are the ones memdecay-runtime(3) states
  * (and which memdecay-calibrate's own eval runs); in short:
  *
- *   - One step = one appended token; t counts them since the last reset.
+ *   - One step = one decoded token; t counts them since the last reset (the
+ *     unit of the calibration's rates). A decoded token (append) advances t
+ *     and is born at the new step; a prompt token (append_prompt, one of a
+ *     prefilled chunk) is born at the current step and t stays.
  *   - After a forward pass over the last n_q appended tokens, received[s]
  *     is, for each cached token s in position order, the column sum over
  *     those queries of each query's softmax row (averaged over heads and
@@ -232,13 +235,21 @@ memdecay_status memdecay_policy_reset(memdecay_policy *policy, uint64_t seed);
  * `region` (an index of the config). Positions start at 0 or later and
  * increase strictly since the last reset. A policy that reads regions
  * needs a region index of its config; the others accept -1 (no region)
- * or, with a config, an index of it. One step (t := t + 1). */
+ * or, with a config, an index of it. A decoded token: one step (t := t + 1). */
 memdecay_status memdecay_policy_append(memdecay_policy *policy, int64_t position, int region);
+/* The same for a prompt token (prefilled as part of a chunk): born at the
+ * current step, t unchanged. Feed a prompt through this and what the model
+ * decodes through memdecay_policy_append: the decay counts decode steps. */
+memdecay_status memdecay_policy_append_prompt(memdecay_policy *policy, int64_t position,
+                                              int region);
 /* As memdecay_policy_append with the region given by its name in the
  * policy's config; a name the config lacks is refused (the message lists
  * the config's regions). NULL `region` is -1 (no region). */
 memdecay_status memdecay_policy_append_named(memdecay_policy *policy, int64_t position,
                                              const char *region);
+/* memdecay_policy_append_prompt with the region given by its name. */
+memdecay_status memdecay_policy_append_prompt_named(memdecay_policy *policy, int64_t position,
+                                                    const char *region);
 
 /* After the forward pass of the last n_queries appended tokens (1 for a
  * decode step; 1 <= n_queries <= the tokens appended and still cached since
@@ -263,7 +274,8 @@ memdecay_status memdecay_policy_evict(memdecay_policy *policy, int64_t budget_pa
 int64_t memdecay_policy_cached_tokens(const memdecay_policy *policy);
 /* Pages holding at least one cached token; -1 for a NULL policy. */
 int64_t memdecay_policy_cached_pages(const memdecay_policy *policy);
-/* The step counter t (tokens appended since the last reset); -1 for NULL. */
+/* The step counter t (decoded tokens appended since the last reset); -1
+ * for NULL. */
 int64_t memdecay_policy_step(const memdecay_policy *policy);
 
 /* For diagnostics, at the current step: the score of the cached token at

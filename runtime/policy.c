@@ -362,7 +362,10 @@ md_status md_policy_new(const md_policy_config *config, const md_policy_options 
   return MD_OK;
 }
 
-md_status md_policy_append(md_policy *p, int64_t position, int region, md_error *err) {
+/* Both appends: a decoded token advances the clock (`decoded`), a prompt
+ * token enters at the current step. */
+static md_status append_token(md_policy *p, int64_t position, int region, bool decoded,
+                              md_error *err) {
   const char *name = name_of(p);
   if (position < 0 || position <= p->last_position) {
     return md_fail(err, MD_E_INVALID,
@@ -382,7 +385,7 @@ md_status md_policy_append(md_policy *p, int64_t position, int region, md_error 
   if (status != MD_OK) return status;
   int64_t page = position / p->page_size;
   if (p->n == 0 || p->pos[p->n - 1] / p->page_size != page) p->pages++;
-  p->step++;
+  if (decoded) p->step++;
   int64_t i = p->n++;
   p->pos[i] = position;
   p->region[i] = region;
@@ -397,6 +400,14 @@ md_status md_policy_append(md_policy *p, int64_t position, int region, md_error 
       return md_error_prefix(err, "policy %s", name);
   }
   return MD_OK;
+}
+
+md_status md_policy_append(md_policy *p, int64_t position, int region, md_error *err) {
+  return append_token(p, position, region, true, err);
+}
+
+md_status md_policy_append_prompt(md_policy *p, int64_t position, int region, md_error *err) {
+  return append_token(p, position, region, false, err);
 }
 
 md_status md_policy_observe(md_policy *p, const float *received, int64_t n_cached,

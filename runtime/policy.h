@@ -9,11 +9,19 @@
  *
  * ---- Time -------------------------------------------------------------------
  *
- * One step = one appended token: md_policy_append() advances the step
- * counter t by one (t = 0 after md_policy_reset(); t = k after the k-th
- * append). A prefill chunk of n tokens is n steps, a decode step is one. A
- * token is born at the step of its own append: its last-refresh step starts
- * there, so dt = 0 right after its append.
+ * One step = one decoded token, the unit the calibration measures lifetimes
+ * and rates in (memdecay-config(5): dt and half-lives in decode steps;
+ * memdecay-events(5): a prompt token's time origin is the decode start).
+ * md_policy_append() appends a decoded token: it advances the step counter t
+ * by one and the token is born at the new step. md_policy_append_prompt()
+ * appends a prompt token (one of a prefilled chunk): it is born at the
+ * current step and t does not move. So t = 0 after md_policy_reset(), every
+ * token of a prompt prefilled before the first decode step is born at t = 0,
+ * t = k after the k-th decoded token, and a prompt chunk that arrives later
+ * (a tool's output after some decoding) is born at the step it arrives. A
+ * token's last-refresh step starts at its birth, so dt = 0 right after its
+ * append. Only the decay term reads t (memdecay and its ablations); the
+ * other policies rank by position, attention or observe calls.
  *
  * ---- Attention --------------------------------------------------------------
  *
@@ -260,8 +268,12 @@ void md_policy_reset(md_policy *policy, uint64_t seed);
 /* A token enters the cache at original position `position` (>= 0, strictly
  * increasing across calls since the last reset), in region `region` of the
  * config. Every class with uses_regions needs a region index of the config;
- * the others ignore it: -1 or, with a config, an index of it. One step. */
+ * the others ignore it: -1 or, with a config, an index of it. A decoded
+ * token: one step (see Time). */
 md_status md_policy_append(md_policy *policy, int64_t position, int region, md_error *err);
+/* The same for a prompt token: no step (see Time); the same checks. */
+md_status md_policy_append_prompt(md_policy *policy, int64_t position, int region,
+                                  md_error *err);
 
 /* After the forward pass of the last n_queries appended tokens (1 <=
  * n_queries <= the tokens appended and still cached since the previous

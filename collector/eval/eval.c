@@ -636,8 +636,11 @@ static md_status lane_update(eval_state *st, group_state *g, lane *ln, const pre
                              size_t begin, size_t end, const float *row, int64_t cached,
                              md_error *err) {
   md_status s = MD_OK;
+  /* Prompt tokens are born at the current step, a decoded token advances the
+   * policy's clock (runtime/policy.h, Time: dt counts decode steps). */
   for (size_t i = begin; s == MD_OK && i < end; i++)
-    s = md_policy_append(ln->policy, (int64_t)i, e->region_index[i], err);
+    s = i < e->tokens.prompt_tokens ? md_policy_append_prompt(ln->policy, (int64_t)i, e->region_index[i], err)
+                             : md_policy_append(ln->policy, (int64_t)i, e->region_index[i], err);
   if (s != MD_OK) return s;
   if (cached > ln->out->max_cached) ln->out->max_cached = cached;
   if ((s = md_policy_observe(ln->policy, row, cached, (int64_t)(end - begin), err)) != MD_OK) return s;

@@ -147,6 +147,7 @@ def main():
                     continue
                 press.budget_pages = run_ev["budget_pages"]
                 press.regions = regions
+                press.prompt_tokens = P  # regions label the continuation too
                 press.decode_region = e_meta["region"]
                 press._core = None
                 cache = DynamicCache()

@@ -310,10 +310,18 @@ class Policy:
         return int(region)
 
     def append(self, position: int, region: Union[int, str, None] = -1) -> None:
-        """A token enters the cache at original position `position` (strictly
-        increasing since the last reset), in `region` (an index of the
-        config's regions or a name; -1/None for the classes without regions).
-        One step."""
+        """A decoded token enters the cache at original position `position`
+        (strictly increasing since the last reset), in `region` (an index of
+        the config's regions or a name; -1/None for the classes without
+        regions). One step: t counts decoded tokens (runtime/policy.h, Time)."""
+        self._append(position, region, True)
+
+    def append_prompt(self, position: int, region: Union[int, str, None] = -1) -> None:
+        """The same for a prompt token (one of a prefilled chunk): born at the
+        current step, which does not move."""
+        self._append(position, region, False)
+
+    def _append(self, position, region, decoded: bool) -> None:
         position = int(position)
         region = self.region_index(region)
         n_regions = len(self._b)
@@ -329,7 +337,8 @@ class Policy:
                               f"config's {n_regions} regions")
         if not self._pos or self._pos[-1] // self.page_size != position // self.page_size:
             self._pages += 1
-        self._step += 1
+        if decoded:
+            self._step += 1
         self._pos.append(position)
         self._region.append(region)
         self._refresh.append(self._step)  # born now: dt = 0

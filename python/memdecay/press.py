@@ -16,7 +16,11 @@ prompt chunk (or generate's whole prompt), then every decode step.
 
 Region labels are per example: set `press.regions` (the region name of each
 prompt token, template tokens included) before each sequence; tokens past
-its end (decoded ones) take `decode_region`. A forward pass whose
+its end (decoded ones) take `decode_region`. The prompt's tokens enter the
+policy as prompt tokens (born at the current step), the others as decoded
+tokens (one step each: the decay counts decode steps, runtime/policy.h,
+Time); `prompt_tokens` sets where the prompt ends when `regions` labels
+decoded tokens too (default: len(regions)). A forward pass whose
 cache_position starts at 0 begins a new sequence.
 
 Kept tokens keep the rotary positions they were written with (generate's
@@ -54,6 +58,7 @@ class MemDecayPress(BasePress):
     page_size: int = 0
     decode_region: str = "scratchpad"
     regions: Optional[list] = None
+    prompt_tokens: Optional[int] = None  # None: len(regions), or 0 without regions
     evict_enabled: bool = True  # False: observe, do not evict (eval asks its probes so)
 
     # what happened, for the caller
@@ -114,8 +119,10 @@ class MemDecayPress(BasePress):
         received = (self._received / self.n_layers).cpu().numpy()
         positions = cache_position.tolist()
         core = self._core
+        prompt_end = self.prompt_tokens if self.prompt_tokens is not None else \
+            (len(self.regions) if self.regions is not None else 0)
         for p in positions:
-            core.append(p, self._region(p))
+            (core.append_prompt if p < prompt_end else core.append)(p, self._region(p))
         if core.cached_tokens != received.shape[0]:
             raise RuntimeError(f"MemDecayPress: {received.shape[0]} keys but {core.cached_tokens} tokens "
                                "tracked (was the cache changed outside the press?)")

@@ -97,7 +97,17 @@ static void test_hand_example(void) {
   CHECK(memdecay_policy_evict(p, 2, &gone, &n) == MEMDECAY_OK && n == 0 && gone == NULL);
   CHECK(memdecay_policy_reset(p, 7) == MEMDECAY_OK);
   CHECK(memdecay_policy_step(p) == 0 && memdecay_policy_cached_tokens(p) == 0);
-  CHECK(memdecay_policy_append_named(p, 0, "doc") == MEMDECAY_OK);
+  CHECK(memdecay_policy_append_named(p, 0, "doc") == MEMDECAY_OK);  /* t = 1 */
+  /* Prompt tokens do not move the clock: born at t = 1, dt = 0 still. */
+  CHECK(memdecay_policy_append_prompt_named(p, 1, "doc") == MEMDECAY_OK);
+  CHECK(memdecay_policy_append_prompt(p, 2, 1) == MEMDECAY_OK);
+  CHECK(memdecay_policy_step(p) == 1 && memdecay_policy_cached_tokens(p) == 3);
+  CHECK_REL(memdecay_policy_token_score(p, 0), 0.5, 1e-12);
+  CHECK(memdecay_policy_append_named(p, 3, "doc") == MEMDECAY_OK);  /* t = 2 */
+  CHECK_REL(memdecay_policy_token_score(p, 2), decayed, 1e-12);      /* dt = 1 */
+  CHECK(memdecay_policy_append_prompt_named(p, 4, "thoughts") == MEMDECAY_E_INVALID);
+  CHECK(strstr(memdecay_last_error(), "thoughts") != NULL);
+  CHECK(memdecay_policy_append_prompt(NULL, 5, 1) == MEMDECAY_E_INVALID);
   memdecay_policy_free(p);
 }
 

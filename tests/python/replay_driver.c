@@ -10,7 +10,9 @@
  * (the test's mutation check, from the C side).
  *
  * The script (memdecay-replay/1, one record a line):
- *   A POSITION REGION      a token enters the cache (REGION a config region name)
+ *   A POSITION REGION      a decoded token enters the cache (REGION a config
+ *                          region name): md_policy_append
+ *   P POSITION REGION      a prompt token enters it: md_policy_append_prompt
  *   O N_Q V_0 ... V_L      the attention of the forward pass of the last N_Q
  *                          appended tokens on every position born so far
  *                          (0 .. L, L the last appended position); the
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
   int status = 0;
   while (getline(&line, &line_cap, in) > 0) {
     if (line[0] == '#' || line[0] == '\n') continue;
-    if (line[0] == 'A') {
+    if (line[0] == 'A' || line[0] == 'P') {
       long long pos;
       char region[128];
       if (sscanf(line + 1, "%lld %127s", &pos, region) != 2 || pos < 0 || (size_t)pos >= cap) {
@@ -83,7 +85,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "replay_driver: region %s not in the config\n", region);
         return 1;
       }
-      if (md_policy_append(policy, pos, r, &err) != MD_OK) return fail("append", &err);
+      md_status appended = line[0] == 'A' ? md_policy_append(policy, pos, r, &err)
+                                          : md_policy_append_prompt(policy, pos, r, &err);
+      if (appended != MD_OK) return fail("append", &err);
       cached[pos] = 1;
       last = pos;
     } else if (line[0] == 'O') {

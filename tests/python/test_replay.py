@@ -20,9 +20,10 @@ a decode step's is its row of attn/EPISODE.npy. Each replay keeps the cached
 positions of a row and rescales them to the chunk's query count, so that one
 recording feeds any policy's cache (replay_driver.c states the rule).
 
-Then the mutation checks: a perturbed tau (Python side) must change the
-choices, and a perturbed kappa must change scores beyond the tolerance, so
-the comparison is shown to be able to fail.
+Then the mutation checks: the prompt's tokens appended as decoded ones (a
+clock that counts every token; on either side) must change the choices, and
+a perturbed kappa must change scores beyond the tolerance, so the comparison
+is shown to be able to fail.
 
 Needs python3 and numpy only; no network.
 
@@ -73,7 +74,8 @@ def load_episodes():
 
 
 def make_script(prompt_tokens, regions, prefill, attn):
-    """The records: ('A', pos, region), ('O', n_q, row), ('E',)."""
+    """The records: ('P', pos, region) for a prompt token, ('A', pos, region)
+    for a decoded one, ('O', n_q, row), ('E',)."""
     P, S = prompt_tokens, attn.shape[0]
     recs = []
     start = 0
@@ -82,7 +84,7 @@ def make_script(prompt_tokens, regions, prefill, attn):
         while end < P and regions[end] == regions[start]:
             end += 1
         for pos in range(start, end):
-            recs.append(("A", pos, regions[pos]))
+            recs.append(("P", pos, regions[pos]))
         recs.append(("O", end - start, prefill[:end]))
         recs.append(("E",))
         start = end
@@ -97,8 +99,8 @@ def write_script(recs, path):
     with open(path, "w") as f:
         f.write("# memdecay-replay/1\n")
         for r in recs:
-            if r[0] == "A":
-                f.write(f"A {r[1]} {r[2]}\n")
+            if r[0] in ("A", "P"):
+                f.write(f"{r[0]} {r[1]} {r[2]}\n")
             elif r[0] == "O":
                 f.write(f"O {r[1]} " + " ".join("%.9g" % float(v) for v in r[2]) + "\n")
             else:
@@ -113,8 +115,8 @@ def replay_python(recs, cfg, policy, page_size, budget):
     last = -1
     points = []
     for r in recs:
-        if r[0] == "A":
-            p.append(r[1], r[2])
+        if r[0] in ("A", "P"):
+            (p.append if r[0] == "A" else p.append_prompt)(r[1], r[2])
             cached.add(r[1])
             last = r[1]
         elif r[0] == "O":
@@ -241,22 +243,28 @@ def main():
         ep_id, length, recs, path = scripts[0]
         budget = math.ceil(0.25 * math.ceil(length / cfg.page_size))
         c = replay_c(driver, path, "memdecay", 0, budget)
-        # (what, mutation, compare scores too): a perturbed tau must change
-        # the pages chosen, not just the scores; a perturbed kappa, the scores
-        for what, mutate, scores in (
-                ("tau x 0.5 (choices)", lambda m: setattr(m, "tau", cfg.tau * 0.5), False),
-                ("tau x 2 (choices)", lambda m: setattr(m, "tau", cfg.tau * 2), False),
-                ("kappa x (1 + 1e-9) (scores)", lambda m: setattr(m, "kappa", cfg.kappa * (1 + 1e-9)), True)):
-            m = mdconfig.load(CONFIG)
-            mutate(m)
-            diff = compare(c, replay_python(recs, m, "memdecay", 0, budget), scores)
+        # A mutation of the clock must change the pages chosen: the prompt's
+        # tokens appended as decoded tokens (each a step: the token clock the
+        # runtime had before dt counted decode steps), on either side. A
+        # perturbed kappa must change the scores beyond the tolerance.
+        as_decoded = [("A",) + r[1:] if r[0] == "P" else r for r in recs]
+        for what, m_recs, m_cfg, scores in (
+                ("Python prompt appended as decoded (choices)", as_decoded, cfg, False),
+                ("kappa x (1 + 1e-9) (scores)", recs, None, True)):
+            if m_cfg is None:
+                m_cfg = mdconfig.load(CONFIG)
+                m_cfg.kappa = cfg.kappa * (1 + 1e-9)
+            diff = compare(c, replay_python(m_recs, m_cfg, "memdecay", 0, budget), scores)
             print(f"{'ok  ' if diff else 'FAIL'} mutation {what}: "
                   + (f"told apart ({diff})" if diff else "not told apart"))
             failures += diff is None
-        # and from the C side: the driver with a perturbed tau
-        c2 = replay_c(driver, path, "memdecay", 0, budget, tau=cfg.tau * 0.5)
+        # and from the C side: the driver fed the script with the prompt
+        # appended as decoded tokens
+        mutated = path + ".as-decoded"
+        write_script(as_decoded, mutated)
+        c2 = replay_c(driver, mutated, "memdecay", 0, budget)
         diff = compare(c2, replay_python(recs, cfg, "memdecay", 0, budget), False)
-        print(f"{'ok  ' if diff else 'FAIL'} mutation C tau x 0.5 (choices): "
+        print(f"{'ok  ' if diff else 'FAIL'} mutation C prompt appended as decoded (choices): "
               + (f"told apart ({diff})" if diff else "not told apart"))
         failures += diff is None
     print(f"{checked_points} eviction points, {checked_scores} token scores compared "

@@ -73,6 +73,11 @@ static void append(md_policy *policy, int64_t position, int region) {
   CHECK_MSG(md_policy_append(policy, position, region, &err) == MD_OK, "%s", err.message);
 }
 
+static void append_prompt(md_policy *policy, int64_t position, int region) {
+  md_error err = {0};
+  CHECK_MSG(md_policy_append_prompt(policy, position, region, &err) == MD_OK, "%s", err.message);
+}
+
 static void observe(md_policy *policy, const float *received, int64_t n, int64_t n_queries) {
   md_error err = {0};
   CHECK_MSG(md_policy_observe(policy, received, n, n_queries, &err) == MD_OK, "%s", err.message);
@@ -119,6 +124,52 @@ static void hand_feed(md_policy *p) {
   append(p, 4, 2);
   const float decode[5] = {0.125f, 0.25f, 0.125f, 0.0625f, 0.4375f};  /* sums to 1 */
   observe(p, decode, 5, 1);
+}
+
+/* The clock counts decoded tokens (runtime/policy.h, Time): a prompt chunk is
+ * born at the current step and does not move it. hand_config: region a has
+ * b = 0.8 and exp(-lambda dt) = 2^-dt, region b has b = 0.4 and lambda 0;
+ * tau 1, beta 0.5, alpha / kappa = 0.25, pages of 2. */
+static void test_prompt_clock(void) {
+  md_policy *p = make("memdecay", &hand_config, 0, 0);
+  if (!p) return;
+  /* Prompt chunk: positions 0 (a), 1 (a), 2 (b), all born at t = 0. */
+  append_prompt(p, 0, 1);
+  append_prompt(p, 1, 1);
+  append_prompt(p, 2, 2);
+  CHECK(md_policy_step(p) == 0);
+  /* Queries at slots 0..2 see v = 1, 2, 3: u_0 = 11/6, u_1 = 5/6, u_2 = 1/3;
+   * r = 1.5 * 6/11 = 9/11 (not refreshed), 1.0 * 6/5 = 1.2 and 0.5 * 3 = 1.5
+   * (refreshed at t = 0: their birth step anyway); e = r / 2. */
+  const float prefill[3] = {1.5f, 1.0f, 0.5f};
+  observe(p, prefill, 3, 3);
+  CHECK_REL(md_policy_token_score(p, 0), 0.8 + 0.25 * (9.0 / 22), 1e-12);
+  CHECK_REL(md_policy_token_score(p, 2), 0.4 + 0.25 * 0.75, 1e-12);
+  /* Decode position 3 (b): t = 1; one query over 4 tokens, all of it on
+   * the new token: r = 0, 0, 0, 4, nothing old refreshed; e halves. */
+  append(p, 3, 2);
+  CHECK(md_policy_step(p) == 1);
+  const float decode[4] = {0.0f, 0.0f, 0.0f, 1.0f};
+  observe(p, decode, 4, 1);
+  /* Decode position 4 (b): t = 2. Token 0 was last refreshed at its birth,
+   * t = 0: dt = 2, s_0 = 0.8 * 2^-2 + 0.25 * 9/44; token 1 (refreshed at
+   * 0): 0.8 * 2^-2 + 0.25 * 0.3. A clock of every appended token would
+   * have t = 5 and token 0 born at 1: 0.8 * 2^-4 + ... */
+  append(p, 4, 2);
+  CHECK(md_policy_step(p) == 2);
+  CHECK_REL(md_policy_token_score(p, 0), 0.2 + 0.25 * (9.0 / 44), 1e-12);
+  CHECK_REL(md_policy_token_score(p, 1), 0.2 + 0.25 * 0.3, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 2), 0.4 + 0.25 * 0.375, 1e-12);
+  /* A prompt chunk after decoding (a tool's output): born at t = 2, which
+   * stays: s_5 = 0.8, and token 0's score is unchanged. */
+  append_prompt(p, 5, 1);
+  CHECK(md_policy_step(p) == 2);
+  CHECK_REL(md_policy_token_score(p, 5), 0.8, 1e-12);
+  CHECK_REL(md_policy_token_score(p, 0), 0.2 + 0.25 * (9.0 / 44), 1e-12);
+  /* The same checks as append: a position that does not increase. */
+  md_error err = {0};
+  CHECK(md_policy_append_prompt(p, 5, 1, &err) != MD_OK && err.message[0]);
+  md_policy_free(p);
 }
 
 static void test_hand_scores(void) {
@@ -1189,6 +1240,7 @@ static void test_config_load(void) {
 
 int main(void) {
   test_hand_scores();
+  test_prompt_clock();
   test_base_priority_order();
   test_streaming();
   test_h2o();
