@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""MemDecayPress on the demo model, against our own eval (not part of CI).
+"""MemDecayPress on a model, against our own eval (not part of CI): the
+shipped demo model by default, or a GGUF file (--model FILE.gguf, loaded by
+transformers' GGUF support, dequantized to float32), such as the real
+Qwen2.5-Coder-0.5B of data/models/fetch_qwen25.py with the config
+calibrated for it.
 
 For the first N episodes of a trace file with probes:
   1. runs `memdecay-calibrate collect` (the rendered tokens and their regions:
@@ -120,11 +124,16 @@ def main():
         for r in csv.DictReader(f):
             rows.setdefault(r["episode"], []).append((int(r["pos"]), int(r["token_id"]), r["region"]))
 
-    tok = AutoTokenizer.from_pretrained(args.model)
+    # A GGUF file (what our programs take) loads in transformers through its
+    # gguf support, dequantized to float32; a directory as it is.
+    hf_dir, hf_kw = args.model, {}
+    if args.model.endswith(".gguf"):
+        hf_dir, hf_kw = os.path.dirname(os.path.abspath(args.model)), {"gguf_file": os.path.basename(args.model)}
+    tok = AutoTokenizer.from_pretrained(hf_dir, **hf_kw)
     im_start = tok.convert_tokens_to_ids(IM_START)
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
-    model = AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="eager",
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(hf_dir, attn_implementation="eager",
+                                                 dtype=torch.float32, **hf_kw)
     model.eval()
     press = MemDecayPress(config_path=args.config)
     pinned = {r.name for r in __import__("memdecay").load(args.config).regions if r.pinned}
@@ -157,12 +166,13 @@ def main():
                     feed(model, cache, press, [ids[p]], [p])
                 kept = press.core.positions
                 lost_pins = [p for p in range(len(ids)) if regions[p] in pinned and p not in set(kept)]
-                n_rec = 0
+                n_rec = n_same = 0
                 for probe, pr_ev in zip(e_ev["probes"], run_ev["probes"]):
                     out = ask(model, tok, cache, press, len(ids), probe["question"], args.max_answer_tokens,
                               im_end)
                     ok = recalled(probe["answer"], out)
                     n_rec += ok
+                    n_same += ok == pr_ev["correct"]
                 ours = sum(p["correct"] for p in run_ev["probes"])
                 st = press.stats
                 print(f"{e_meta['id']} budget {run_ev['budget']} ({run_ev['budget_pages']} pages): "
@@ -170,13 +180,14 @@ def main():
                       f"{st['evicted']} / {run_ev['evicted']}, most cached after an eviction "
                       f"{st['max_cached_after_eviction']} / {run_ev['max_cached_after_eviction']}, "
                       f"pinned tokens lost {len(lost_pins)}, recall {n_rec} / {ours} of "
-                      f"{len(run_ev['probes'])}")
-                t = totals.setdefault(run_ev["budget"], [0, 0, 0, 0, 0])
+                      f"{len(run_ev['probes'])}, same outcome on {n_same} probes")
+                t = totals.setdefault(run_ev["budget"], [0, 0, 0, 0, 0, 0])
                 t[0] += n_rec
                 t[1] += ours
                 t[2] += len(run_ev["probes"])
                 t[3] += abs(len(kept) - run_ev["final_cached"])
                 t[4] += len(lost_pins)
+                t[5] += n_same
 
         # model.generate under the press: one prompt chunk, then greedy decoding
         e_meta = runj["episodes"][0]
@@ -186,7 +197,8 @@ def main():
         press.decode_region = e_meta["region"]
         press.budget_pages = math.ceil(0.25 * math.ceil(P / 16))
         press._core = None
-        out = model.generate(torch.tensor([[t for _, t, _ in toks][:P]]), max_new_tokens=24,
+        prompt = torch.tensor([[t for _, t, _ in toks][:P]])
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=24,
                              do_sample=False, past_key_values=DynamicCache())
         kept = set(press.core.positions)
         lost = [p for p in range(P) if press.regions[p] in pinned and p not in kept]
@@ -202,11 +214,12 @@ def main():
     # budget; the cache's counts follow from the budget and the pins, and
     # must be equal; no pinned token may be lost.
     ok = True
-    for b, (rp, re_, n, dk, lp) in totals.items():
+    for b, (rp, re_, n, dk, lp, same) in totals.items():
         tol = max(1, n // 10)
         good = abs(rp - re_) <= tol and dk == 0 and lp == 0
         ok &= good
-        print(f"budget {b}: recall press {rp}/{n}, eval {re_}/{n} (tolerance {tol}); |final cached "
+        print(f"budget {b}: recall press {rp}/{n}, eval {re_}/{n} (tolerance {tol}), the same outcome "
+              f"on {same}/{n} probes; |final cached "
               f"difference| summed {dk}; pinned tokens lost {lp}: {'within' if good else 'OUTSIDE'}")
     return 0 if ok else 1
 
