@@ -6,15 +6,16 @@
  * plain float arrays on the CPU, device memory on a GPU. The model code never
  * dereferences them; it reads results back with buf_read. Weights are
  * prepared once with weight_new (md_kweight), which copies them: the CPU
- * back end 2-D weights in their file dtype (F32, F16 or BF16) into its own
- * memory (kernels/cpu/backend.c says why; the copies of one tensor are
- * shared, and a memory-mapped tensor's pages are dropped as it is copied),
- * the CUDA back end to device memory (2-D weights in that dtype); both
- * convert 1-D ones to F32. The tensor's memory is not read after
- * weight_new returns, except by a CPU back end made with
- * MD_CPU_WEIGHTS_MAPPED (MEMDECAY_CPU_WEIGHTS=mapped), which reads 2-D
- * weights where they lie; weight_new's contract (the tensor outlives the
- * weight) covers both. All activations are float32, row-major.
+ * back end 2-D weights of a file mapping in their file dtype (F32, F16 or
+ * BF16) into its own memory (kernels/cpu/backend.c says why; the copies of
+ * one tensor are shared, and the mapping's pages are dropped as it is
+ * copied), the CUDA back end to device memory (2-D weights in that dtype);
+ * both convert 1-D ones to F32. The CPU back end reads 2-D weights where
+ * they lie when they are not in a file mapping (memory the model owns, such
+ * as a GGUF checkpoint's dequantized tensors: a copy would only hold them
+ * twice), and all of them with MD_CPU_WEIGHTS_MAPPED
+ * (MEMDECAY_CPU_WEIGHTS=mapped); weight_new's contract (the tensor outlives
+ * the weight) covers every case. All activations are float32, row-major.
  *
  * Shapes. A "row" is one token. A matrix of n rows and d columns is n*d
  * consecutive floats. Weight matrices are [out, in] row-major as in the

@@ -1,9 +1,11 @@
 /* The CPU back end's ops table: buffers are plain float arrays; 2-D
- * weights are copies of the tensors in their file dtype in this process's
- * anonymous memory (resident_copy says why), shared by the weights made
- * from one tensor (a tied LM head and its embedding), or with
- * MD_CPU_WEIGHTS_MAPPED the tensors where they lie; 1-D weights (norms,
- * biases) are converted to f32 once. */
+ * weights of a file mapping are copies of the tensors in their file dtype
+ * in this process's anonymous memory (resident_copy says why), shared by
+ * the weights made from one tensor (a tied LM head and its embedding);
+ * 2-D weights in memory the model owns (not mapped: a GGUF checkpoint's
+ * dequantized tensors), and every 2-D weight with MD_CPU_WEIGHTS_MAPPED,
+ * are read where they lie; 1-D weights (norms, biases) are converted to f32
+ * once. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -255,8 +257,10 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
                      t->name ? t->name : "?");
     }
     size_t nbytes = (size_t)w->rows * (size_t)w->cols * esize;
-    if (c->weights == MD_CPU_WEIGHTS_MAPPED) {
-      w->data = t->data; /* read in place (weight_new's contract) */
+    if (c->weights == MD_CPU_WEIGHTS_MAPPED || !t->mapped) {
+      /* Read in place (weight_new's contract): a tensor outside a file
+       * mapping is anonymous memory already, which is what the copy is for. */
+      w->data = t->data;
     } else {
       w->resident = resident_for(c, t, nbytes);
       if (!w->resident) {

@@ -499,9 +499,10 @@ static float *download(md_kernels *k, const md_kbuf *buf, size_t n) {
   return out;
 }
 
-static md_kweight *weight(md_kernels *k, md_tensor *t, const void *data, md_dtype dtype,
-                          int64_t rows, int64_t cols) {
+static md_kweight *weight_as(md_kernels *k, md_tensor *t, const void *data, md_dtype dtype,
+                             int64_t rows, int64_t cols, bool mapped) {
   memset(t, 0, sizeof *t);
+  t->mapped = mapped;
   t->name = "test.weight";
   t->dtype = dtype;
   t->ndim = rows ? 2 : 1;
@@ -512,6 +513,22 @@ static md_kweight *weight(md_kernels *k, md_tensor *t, const void *data, md_dtyp
   md_error err;
   CHECK(k->ops->weight_new(k, t, &w, &err) == MD_OK);
   return w;
+}
+
+/* A tensor in memory the caller owns (as a GGUF checkpoint's dequantized
+ * tensors are), which the CPU back end reads where it lies. */
+static md_kweight *weight(md_kernels *k, md_tensor *t, const void *data, md_dtype dtype,
+                          int64_t rows, int64_t cols) {
+  return weight_as(k, t, data, dtype, rows, cols, false);
+}
+
+/* A tensor standing for one of a file mapping (a safetensors checkpoint's),
+ * which the CPU back end copies unless made with MD_CPU_WEIGHTS_MAPPED.
+ * nbytes stays 0, so md_tensor_drop_pages leaves the test's heap memory
+ * alone. */
+static md_kweight *weight_of_mapping(md_kernels *k, md_tensor *t, const void *data, md_dtype dtype,
+                                     int64_t rows, int64_t cols) {
+  return weight_as(k, t, data, dtype, rows, cols, true);
 }
 
 /* The prefill product (sgemm on converted tiles; the largest case, 16.8M
@@ -964,11 +981,11 @@ static void test_decode_split(md_cpu_kernels path) {
   free(values);
 }
 
-/* weight_new copies a 2-D weight (kernels.h): the products and the
- * embedding read the copy, not the tensor's memory, which may change or go
- * after it returns; two weights of one tensor (a tied LM head and its
- * embedding) share one copy, freed with the last of them in either order
- * (ASan and LSan see a double free or a leak). */
+/* weight_new copies a 2-D weight of a file mapping (kernels.h): the
+ * products and the embedding read the copy, not the tensor's memory, which
+ * may change or go after it returns; two weights of one tensor (a tied LM
+ * head and its embedding) share one copy, freed with the last of them in
+ * either order (ASan and LSan see a double free or a leak). */
 static void test_weights_are_copies(md_kernels *k) {
   enum { ROWS = 37, COLS = 50 };
   float *table = malloc((size_t)ROWS * COLS * sizeof(float)), x[COLS];
@@ -980,8 +997,8 @@ static void test_weights_are_copies(md_kernels *k) {
     for (int j = 0; j < COLS; j++) want[r] += (double)table[r * COLS + j] * x[j];
   }
   md_tensor t;
-  md_kweight *head = weight(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
-  md_kweight *embed = weight(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
+  md_kweight *head = weight_of_mapping(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
+  md_kweight *embed = weight_of_mapping(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
   float row7[COLS];
   memcpy(row7, table + 7 * COLS, sizeof row7);
   for (int i = 0; i < ROWS * COLS; i++) table[i] = NAN;
@@ -1010,6 +1027,36 @@ static void test_weights_are_copies(md_kernels *k) {
   k->ops->buf_free(k, eb);
 }
 
+/* A 2-D tensor outside a file mapping (memory the model owns: a GGUF
+ * checkpoint's dequantized tensors) is read where it lies by the copying
+ * back end too, not held twice: a change to it shows in the product. */
+static void test_owned_weights_in_place(md_kernels *k) {
+  enum { ROWS = 11, COLS = 40 };
+  float *table = malloc((size_t)ROWS * COLS * sizeof(float)), x[COLS];
+  for (int i = 0; i < ROWS * COLS; i++) table[i] = uniform(-1.0f, 1.0f);
+  for (int j = 0; j < COLS; j++) x[j] = uniform(-1.0f, 1.0f);
+  md_tensor t;
+  md_kweight *w = weight(k, &t, table, MD_DTYPE_F32, ROWS, COLS);
+  md_kbuf *xb = upload(k, x, COLS), *yb = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, ROWS, &yb, &err) == MD_OK);
+  k->ops->matmul(k, yb, xb, w, NULL, 1);
+  float *before = download(k, yb, ROWS);
+  for (int j = 0; j < COLS; j++) table[5 * COLS + j] *= 2.0f; /* exact */
+  k->ops->matmul(k, yb, xb, w, NULL, 1);
+  float *after = download(k, yb, ROWS);
+  for (int r = 0; r < ROWS; r++) {
+    float want = r == 5 ? 2.0f * before[r] : before[r];
+    CHECK_MSG(after[r] == want, "owned weight, row %d: %g, want %g (read from a copy?)", r, after[r], want);
+  }
+  free(before);
+  free(after);
+  k->ops->weight_free(k, w);
+  k->ops->buf_free(k, xb);
+  k->ops->buf_free(k, yb);
+  free(table);
+}
+
 /* MD_CPU_WEIGHTS_MAPPED reads the tensor where it lies and gives the copy's
  * bits: a BF16 and an F32 matrix multiplied by one row (decode) and by
  * several (the prompt's GEMM) on a mapped and a copying back end, compared
@@ -1036,8 +1083,8 @@ static void test_weights_mapped(md_cpu_kernels path) {
   const md_dtype dtypes[2] = {MD_DTYPE_BF16, MD_DTYPE_F32};
   for (int d = 0; d < 2; d++) {
     md_tensor tc, tm;
-    md_kweight *wc = weight(copy, &tc, tables[d], dtypes[d], ROWS, COLS);
-    md_kweight *wm = weight(mapped, &tm, tables[d], dtypes[d], ROWS, COLS);
+    md_kweight *wc = weight_of_mapping(copy, &tc, tables[d], dtypes[d], ROWS, COLS);
+    md_kweight *wm = weight_of_mapping(mapped, &tm, tables[d], dtypes[d], ROWS, COLS);
     md_kbuf *xc = upload(copy, x, N * COLS), *xm = upload(mapped, x, N * COLS), *yc = NULL, *ym = NULL;
     CHECK(copy->ops->buf_new(copy, N * ROWS, &yc, &err) == MD_OK);
     CHECK(mapped->ops->buf_new(mapped, N * ROWS, &ym, &err) == MD_OK);
@@ -1103,6 +1150,7 @@ static void test_backend(md_cpu_kernels path) {
   test_matmul(k);
   test_matmul_shared_row(k);
   test_weights_are_copies(k);
+  test_owned_weights_in_place(k);
   test_elementwise(k);
   test_rope(k);
   test_attention(k, 1e-5);
