@@ -219,8 +219,7 @@ static md_status bind_gguf(md_qwen2_model *model, const char *name, int64_t rows
     return md_fail(err, MD_E_UNSUPPORTED, "%s: tensor %s is of type %s, which is not supported "
                    "(supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
                    "Q5_K, Q6_K)", model->dir, gguf_name, md_ggml_type_name(t->type));
-  for (size_t i = 0; i < md_gguf_tensor_count(model->gguf); i++)
-    if (md_gguf_tensor_at(model->gguf, i) == t) model->gguf_bound[i] = true;
+  model->gguf_bound[t->index] = true;
   bool bf16 = ndim == 2 && !model->gguf_f32;
   size_t nbytes = (size_t)t->n_elements * (bf16 ? 2 : 4);
   md_gguf_expansion *grown = realloc(model->expansions, (model->n_expansions + 1) * sizeof *grown);

@@ -629,6 +629,7 @@ static md_status take_tensor_info(reader *r, uint64_t index) {
   }
   gguf_tensor *t = &f->tensors[f->tensor_count++];
   memset(t, 0, sizeof *t);
+  t->view.index = f->tensor_count - 1;
   t->info_offset = r->pos;
   char what[64];
   snprintf(what, sizeof what, "tensor info %" PRIu64 "'s name", index);

@@ -147,6 +147,7 @@ typedef struct md_gguf_tensor {
   uint64_t offset;               /* of the data, from the start of the file */
   uint64_t nbytes;               /* n_elements / block elements x block bytes */
   const void *data;              /* inside the mapping, at offset */
+  size_t index;                  /* its place in the file's tensor table (md_gguf_tensor_at) */
 } md_gguf_tensor;
 
 /* Opens, maps and validates `path` (see above). On failure *file is NULL. */

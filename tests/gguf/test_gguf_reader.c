@@ -241,7 +241,7 @@ static void check_tensors(md_gguf_file *f, uint32_t alignment) {
     const md_gguf_tensor *t = md_gguf_tensor_at(f, i);
     CHECK(t && !strcmp(t->name, names[i]));
     if (!t) continue;
-    CHECK(md_gguf_find_tensor(f, names[i]) == t);
+    CHECK(md_gguf_find_tensor(f, names[i]) == t && t->index == i);
     CHECK(t->n_dims == n_dims[i] && t->n_elements == elements[i]);
     for (int d = 0; d < 4; d++) CHECK_MSG(t->ne[d] == ne[i][d], "%s ne[%d]", names[i], d);
     CHECK(t->offset % alignment == 0 && t->offset >= md_gguf_data_offset(f));
