@@ -57,7 +57,7 @@ static void test_same_normalisation(void) {
   const char *texts[] = {
       "\xe1\x84\x80\xe1\x85\xa1",        /* Hangul jamo L + V: composes to one syllable */
       "e\xcc\x81t\xc3\xa9",              /* e + combining acute, then precomposed */
-      "\xef\xac\x81" "ne",               /* the fi ligature: NFKC "fine" */
+      "\xef\xac\x81ne",                  /* the fi ligature: NFKC "fine" */
       "\xe2\x85\xab",                    /* Roman numeral twelve: NFKC "xii" */
       "\xc4\xb0stanbul",                 /* capital I with dot: folds to i + dot above */
       "\xe2\x91\xa0 \xc2\xbd",           /* circled one, one half: "1", "1 2" */
