@@ -209,7 +209,7 @@ static md_status check_plan(const placed *order, size_t n, md_error *err) {
     expected = info->shard.index + 1;
   }
   if (!whole) return MD_OK;
-  char shards[512];
+  char shards[1024];
   list_shards(order, n, shards, sizeof shards);
   if (position != first->shard.plan_episodes || before != total)
     return md_fail(err, MD_E_INVALID, "the shards of plan %.8s list %zu episodes of %llu tokens, "
