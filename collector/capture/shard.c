@@ -46,15 +46,11 @@ md_status md_shard_assign(const uint64_t *weights, size_t n, size_t count, uint3
                      "large to split", count, n);
     total += weights[i];
   }
-  /* 2 C_i + w_i < 2 W whenever w_i > 0, so the shard is below N; the clamp
-   * is for a zero-weight episode at the very end. A plan of zero weights
-   * (not one the collector makes) splits by index. */
+  /* The arithmetic is md_run_shard_owner's, which the merge repeats to
+   * check every shard against its plan. */
   uint64_t before = 0;
   for (size_t i = 0; i < n; i++) {
-    uint64_t middle = total ? 2 * before + weights[i] : 2 * (uint64_t)i + 1;
-    uint64_t whole_span = total ? 2 * total : 2 * (uint64_t)n;
-    uint64_t k = middle * count / whole_span;
-    shard[i] = (uint32_t)(k < count ? k : count - 1);
+    shard[i] = (uint32_t)md_run_shard_owner(before, weights[i], total, i, n, count);
     before += weights[i];
   }
   return MD_OK;

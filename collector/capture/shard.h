@@ -21,7 +21,10 @@
  * counts differ from W / N by at most about one episode, and a shard can be
  * empty (more shards than episodes, or one episode larger than a share):
  * an empty shard is a complete run directory with no episodes. The
- * arithmetic is in integers, so every machine computes the same split. */
+ * arithmetic is in integers, so every machine computes the same split; it
+ * is md_run_shard_owner (io/formats/run_dir.h), one function for the
+ * collector, which splits by it, and the merge (io/formats/run_set.h),
+ * which checks every shard against it. */
 #ifndef MD_COLLECTOR_CAPTURE_SHARD_H
 #define MD_COLLECTOR_CAPTURE_SHARD_H
 

@@ -221,50 +221,12 @@ static md_status make_chunks(prepared_episode *e, const md_trace_episode *ep, md
   return MD_OK;
 }
 
-static bool word_byte(unsigned char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80;
-}
-
-/* The prompt positions of the answer's tokens: every token overlapping a
- * case-insensitive whole-word occurrence of `answer` inside a run of spans
- * of `region` (adjacent spans of one region are searched as one text). */
+/* The prompt positions of the answer's tokens, found as scoring finds an
+ * answer (md_eval_answer_positions, eval_probe.c). */
 static md_status locate_answer(const md_episode_tokens *t, const char *region, const char *answer,
                                prepared_probe *p) {
-  const md_chat_prompt *pr = &t->prompt;
-  size_t alen = strlen(answer);
-  if (alen == 0) return MD_OK;
-  p->answer_positions = calloc(t->prompt_tokens, sizeof *p->answer_positions);
-  if (!p->answer_positions) return MD_E_NOMEM;
-  for (size_t sp = 0; sp < pr->n_spans;) {
-    if (strcmp(pr->spans[sp].region, region) != 0) {
-      sp++;
-      continue;
-    }
-    size_t run_begin = pr->spans[sp].start, run_end = pr->spans[sp].end;
-    while (sp + 1 < pr->n_spans && !strcmp(pr->spans[sp + 1].region, region))
-      run_end = pr->spans[++sp].end;
-    sp++;
-    for (size_t a = run_begin; a + alen <= run_end; a++) {
-      if (strncasecmp(pr->text + a, answer, alen) != 0) continue;
-      size_t b = a + alen;
-      if ((a > run_begin && word_byte((unsigned char)pr->text[a - 1]) &&
-           word_byte((unsigned char)answer[0])) ||
-          (b < run_end && word_byte((unsigned char)pr->text[b]) &&
-           word_byte((unsigned char)answer[alen - 1])))
-        continue;
-      for (size_t i = 0; i < t->prompt_tokens; i++) {
-        size_t start = t->starts[i];
-        size_t end = i + 1 < t->prompt_tokens ? t->starts[i + 1] : pr->length;
-        if (end < start) end = start;
-        bool overlaps = start < b && (end > a || (end == start && start >= a));
-        if (!overlaps) continue;
-        if (p->n_answer_positions && p->answer_positions[p->n_answer_positions - 1] >= (int64_t)i)
-          continue;
-        p->answer_positions[p->n_answer_positions++] = (int64_t)i;
-      }
-    }
-  }
-  return MD_OK;
+  return md_eval_answer_positions(t, region, answer, &p->answer_positions,
+                                  &p->n_answer_positions);
 }
 
 static md_status prepare_probes(eval_state *st, prepared_episode *e, const md_trace_episode *ep,

@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "collector/capture/collect.h"
+#include "collector/tokenizer/episode_tokens.h"
 #include "base/error.h"
 #include "io/formats/eval_results.h"
 #include "runtime/policy.h"
@@ -120,5 +121,32 @@ char *md_eval_normalise(const char *text, size_t length);
 /* True when the normalised answer occurs in the normalised output (both
  * raw texts); an answer that normalises to nothing is never found. */
 bool md_eval_answer_matches(const char *answer, const char *output, size_t output_length);
+
+/* Retention matching: where a probe's answer is held in the prompt, found
+ * exactly as scoring finds an answer in an output (md_eval_normalise on
+ * both sides, whole words), so a fact is looked for in the cache under the
+ * same rule it is scored by: "New York" is in "New-York" and "NEW  YORK",
+ * "Straße" in "STRASSE", "42" in full-width "４２".
+ *
+ * md_eval_answer_spans: every occurrence of `answer` in text[0, length),
+ * as byte ranges [begin, end) of `text`, from the first byte of the
+ * character whose normalisation starts the match to the last byte of the
+ * one that ends it (a character that normalises to several, such as "ß",
+ * is taken whole). In text order; *spans malloc'd (NULL when none).
+ * MD_E_NOMEM only. */
+typedef struct md_eval_span {
+  size_t begin, end;
+} md_eval_span;
+
+md_status md_eval_answer_spans(const char *text, size_t length, const char *answer,
+                               md_eval_span **spans, size_t *n_spans);
+
+/* The prompt positions that hold a probe's answer: every token overlapping
+ * an occurrence of `answer` (md_eval_answer_spans) inside a run of spans of
+ * `region` (adjacent spans of one region are searched as one text; a run's
+ * ends are word boundaries). In increasing order, each once; *positions
+ * malloc'd ([prompt_tokens + 1]). MD_E_NOMEM only. */
+md_status md_eval_answer_positions(const md_episode_tokens *t, const char *region,
+                                   const char *answer, int64_t **positions, size_t *n_positions);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,68 @@ static md_status load_matrix(const char *dir, const char *sub, const md_run_epis
   return status;
 }
 
+size_t md_run_shard_owner(uint64_t before, uint64_t weight, uint64_t total, size_t position,
+                          size_t n, size_t count) {
+  /* 2 C_i + w_i < 2 W whenever w_i > 0, so the shard is below N; the clamp
+   * is for a zero-weight episode at the very end. A plan of zero weights
+   * (not one the collector makes) splits by index. */
+  uint64_t middle = total ? 2 * before + weight : 2 * (uint64_t)position + 1;
+  uint64_t whole_span = total ? 2 * total : 2 * (uint64_t)n;
+  uint64_t k = whole_span ? middle * count / whole_span : 0;
+  return k < count ? (size_t)k : count - 1;
+}
+
+/* Each row of attn is one decode step's softmax attention, averaged over
+ * the captured layers of the heads' mean or maximum (memdecay-run(5),
+ * TERMS): run_dir.h says which sums that allows. Summed in double in column
+ * order, so the verdict does not depend on the machine. */
+static md_status check_attn_rows(const md_run_info *info, const md_run_episode_meta *meta,
+                                 const float *attn, md_error *err) {
+  size_t prompt = meta->prompt_tokens, steps = meta->decode_steps, columns = prompt + steps;
+  bool max_heads = info->aggregation.heads && !strcmp(info->aggregation.heads, "max");
+  double low = 1.0 - MD_RUN_ATTN_ROW_TOLERANCE, high = 1.0 + MD_RUN_ATTN_ROW_TOLERANCE;
+  if (!info->aggregation.heads) low = -INFINITY, high = INFINITY; /* not stated: not known */
+  if (max_heads) high = info->model.heads > 0 ? (double)info->model.heads + MD_RUN_ATTN_ROW_TOLERANCE
+                                              : INFINITY;
+  for (size_t t = 0; t < steps; t++) {
+    const float *row = attn + t * columns;
+    double sum = 0.0;
+    const char *bad = NULL;
+    size_t at = 0;
+    for (size_t j = 0; j < columns && !bad; j++) {
+      if (!(row[j] >= 0.0f) || isinf(row[j])) bad = "is not a finite number >= 0";
+      else if (row[j] != 0.0f && j > prompt + t) bad = "is on a token not yet born (position "
+                                                       "after P + t): must be 0";
+      at = j;
+      sum += row[j];
+    }
+    if (!bad && sum >= low && sum <= high) continue;
+    char *path = md_run_path(info->dir, "attn", meta->id, ".npy");
+    if (bad) {
+      md_status s = md_fail(err, MD_E_FORMAT, "%s: row %zu (decode step %zu), column %zu: %g %s",
+                            path ? path : info->dir, t, t, at, (double)row[at], bad);
+      free(path);
+      return s;
+    }
+    {
+      md_status s;
+      if (max_heads)
+        s = md_fail(err, MD_E_FORMAT, "%s: row %zu (decode step %zu) sums to %.9g: a decode "
+                    "step's attention, the maximum over heads averaged over layers, sums to "
+                    "from 1 to the %ld query heads (within %g)", path ? path : info->dir, t, t,
+                    sum, info->model.heads, MD_RUN_ATTN_ROW_TOLERANCE);
+      else
+        s = md_fail(err, MD_E_FORMAT, "%s: row %zu (decode step %zu) sums to %.9g: a decode "
+                    "step's attention, softmax weights averaged over heads and layers, sums to "
+                    "1 (within %g)", path ? path : info->dir, t, t, sum,
+                    MD_RUN_ATTN_ROW_TOLERANCE);
+      free(path);
+      return s;
+    }
+  }
+  return MD_OK;
+}
+
 md_status md_run_reader_next(md_run_reader *reader, md_run_episode_data *episode, bool *done,
                              md_error *err) {
   memset(episode, 0, sizeof *episode);
@@ -377,6 +440,7 @@ md_status md_run_reader_next(md_run_reader *reader, md_run_episode_data *episode
   int64_t attn_shape[2] = {(int64_t)steps, (int64_t)(prompt + steps)};
   int64_t prefill_shape[1] = {(int64_t)prompt};
   status = load_matrix(reader->info->dir, "attn", meta, 2, attn_shape, &reader->attn, err);
+  if (status == MD_OK) status = check_attn_rows(reader->info, meta, reader->attn.data, err);
   if (status == MD_OK)
     status = load_matrix(reader->info->dir, "prefill", meta, 1, prefill_shape, &reader->prefill,
                          err);

@@ -31,7 +31,17 @@
  *    pos - P after, page = pos / page_size, token_id >= 0 (< model.vocab
  *    when run.json states it), region a valid region name.
  *  - attn/<id>.npy is float32 of shape [S, P+S]; prefill/<id>.npy is float32
- *    of shape [P]. (Values are checked by fit/extract/lifetimes.h.)
+ *    of shape [P]. Every row t of attn is one decode step's aggregated
+ *    softmax attention: entries finite and >= 0, exactly 0 after position
+ *    P+t (tokens not yet born), and the row's sum that of an average of
+ *    softmax rows: 1 within MD_RUN_ATTN_ROW_TOLERANCE with the heads'
+ *    mean, from 1 to the query heads' number (model.heads, where stated)
+ *    within it with their maximum (each layer's row of head maxima sums to
+ *    at least one head's row, 1, and at most to all heads', and the layers
+ *    are averaged). A zeroed or doubled row is no softmax average and is
+ *    refused with the file and the row. A run.json that states no
+ *    aggregation.heads (it is optional) gets the entry checks only. (fit/extract/lifetimes.h checks
+ *    the values again, per entry, for matrices from elsewhere.)
  *
  * Errors are MD_E_FORMAT (or MD_E_IO for a file that cannot be read, and
  * MD_E_UNSUPPORTED for another format version) with a message naming the
@@ -50,6 +60,23 @@
 
 /* The largest shard count of a sharded collection (collector/capture/shard.h). */
 enum { MD_RUN_SHARD_COUNT_MAX = 65536 };
+
+/* How far a row of attn/<id>.npy may sum from its bounds. Float32 rounding
+ * of a softmax and of the averages over heads and layers moves a row's sum
+ * by about 1e-7 per thousand columns (real runs: under 1e-7), and another
+ * back end's arithmetic by well under 1e-4; a row that is no softmax
+ * average (zeroed, doubled, cut) misses by far more. */
+#define MD_RUN_ATTN_ROW_TOLERANCE 1e-3
+
+/* The shard of a sharded plan that holds one of its episodes
+ * (collector/capture/shard.h, the rule; memdecay-calibrate(1), SHARDS):
+ * floor(count (2 before + weight) / (2 total)), at most count - 1, with
+ * `before` the weight (prompt tokens + decode steps) of the plan's
+ * episodes before it, `weight` its own and `total` the plan's. A plan of
+ * zero weight splits by position (the episode's index among n). The caller
+ * keeps 2 total count within 64 bits (total <= UINT64_MAX / 2 / count). */
+size_t md_run_shard_owner(uint64_t before, uint64_t weight, uint64_t total, size_t position,
+                          size_t n, size_t count);
 
 typedef struct md_run_episode_meta {
   char *id;

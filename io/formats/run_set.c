@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
 #include "base/regions.h"
 
 /* ---- what belongs together ----------------------------------------------------- */
@@ -119,6 +120,127 @@ static void note_missing(md_run_set *set, const md_run_info *shard, size_t index
            index, shard->shard.count);
 }
 
+/* "DIR1/run.json (shard 0/2: 3 episodes), DIR2/run.json (...)" cut to fit. */
+static void list_shards(const placed *order, size_t n, char *text, size_t size) {
+  text[0] = '\0';
+  for (size_t k = 0; k < n; k++) {
+    const md_run_info *info = order[k].info;
+    size_t used = strlen(text);
+    if (used + 1 >= size) return;
+    snprintf(text + used, size - used, "%s%s/run.json (shard %zu/%zu: %zu episodes)",
+             k ? ", " : "", info->dir, info->shard.index, info->shard.count, info->n_episodes);
+  }
+}
+
+/* The shards of one collection against the plan they state: the plan is the
+ * unsharded run's list of episodes (id, P, S) in trace order, which collect
+ * computed from the traces and committed to in plan.sha256, and the split
+ * is shard.h's rule over it. A shard's word is taken for nothing: its
+ * episodes must be in trace order after those of the shards before it
+ * (trace lines), each must be of its block by the rule wherever the
+ * shards before it are all given and complete (the tokens before it are
+ * then known), and when every shard is given and complete their episodes,
+ * concatenated in shard order, must be the plan itself: the same count and
+ * tokens, and the same digest. So swapped indices, an emptied shard, an
+ * episode moved into another shard or left out, and one listed twice are
+ * refused. `order` holds the collection in index order, each index once. */
+static md_status check_plan(const placed *order, size_t n, md_error *err) {
+  const md_run_info *first = order[0].info;
+  size_t count = first->shard.count;
+  uint64_t total = first->shard.plan_tokens;
+  for (size_t k = 1; k < n; k++) {
+    const md_run_info *b = order[k].info;
+    if (b->shard.plan_episodes != first->shard.plan_episodes || b->shard.plan_tokens != total)
+      return md_fail(err, MD_E_INVALID, "%s/run.json and %s/run.json state the plan %.8s with "
+                     "different sizes (%zu episodes of %llu tokens, %zu of %llu): one of them "
+                     "was edited", first->dir, b->dir, first->shard.plan_sha256,
+                     first->shard.plan_episodes, (unsigned long long)total,
+                     b->shard.plan_episodes, (unsigned long long)b->shard.plan_tokens);
+  }
+  if (total > UINT64_MAX / 2 / count)
+    return md_fail(err, MD_E_INVALID, "%s/run.json: shard.plan.tokens %llu is too large to split "
+                   "into %zu shards", first->dir, (unsigned long long)total, count);
+  /* Trace order across the shards (lines are 0 where run.json lacks them). */
+  const md_run_info *last_run = NULL;
+  const md_run_episode_meta *last = NULL;
+  for (size_t k = 0; k < n; k++) {
+    const md_run_info *info = order[k].info;
+    for (size_t e = 0; e < info->n_episodes; e++) {
+      const md_run_episode_meta *m = &info->episodes[e];
+      if (m->line <= 0) continue;
+      if (last && m->line <= last->line)
+        return md_fail(err, MD_E_INVALID, "%s/run.json: shard %zu/%zu lists episode \"%s\" (trace "
+                       "line %ld) after episode \"%s\" (line %ld) of %s: the shards of a plan hold "
+                       "its episodes in trace order, shard 0 first (were the shards' indices "
+                       "changed?)", info->dir, info->shard.index, count, m->id, m->line, last->id,
+                       last->line, last_run == info ? "the same shard" : last_run->dir);
+      last = m;
+      last_run = info;
+    }
+  }
+  /* The rule, over the tokens before each episode while they are known. */
+  bool known = true, whole = n == count;
+  uint64_t before = 0;
+  size_t position = 0, expected = 0;
+  for (size_t k = 0; k < n; k++) {
+    const md_run_info *info = order[k].info;
+    if (info->shard.index != expected) known = false; /* a shard before it is missing */
+    for (size_t e = 0; e < info->n_episodes; e++) {
+      const md_run_episode_meta *m = &info->episodes[e];
+      uint64_t weight = (uint64_t)m->prompt_tokens + m->decode_steps;
+      if (weight > total - before)
+        return md_fail(err, MD_E_INVALID, "%s/run.json: with episode \"%s\" the shards of plan %.8s "
+                       "list more tokens than the plan's %llu: an episode is listed twice or "
+                       "belongs to another plan", info->dir, m->id, first->shard.plan_sha256,
+                       (unsigned long long)total);
+      size_t owner = md_run_shard_owner(before, weight, total, position,
+                                        first->shard.plan_episodes, count);
+      if (known && owner != info->shard.index)
+        return md_fail(err, MD_E_INVALID, "%s/run.json: episode \"%s\" belongs to shard %zu/%zu by "
+                       "the plan's split (tokens %llu to %llu of %llu, after the episodes the "
+                       "shards before it list), not to this shard %zu/%zu: a shard holds exactly "
+                       "its block of the plan", info->dir, m->id, owner, count,
+                       (unsigned long long)before, (unsigned long long)(before + weight),
+                       (unsigned long long)total, info->shard.index, count);
+      before += weight;
+      position++;
+    }
+    if (!info->complete) known = whole = false;
+    expected = info->shard.index + 1;
+  }
+  if (!whole) return MD_OK;
+  char shards[1024];
+  list_shards(order, n, shards, sizeof shards);
+  if (position != first->shard.plan_episodes || before != total)
+    return md_fail(err, MD_E_INVALID, "the shards of plan %.8s list %zu episodes of %llu tokens, "
+                   "the plan has %zu of %llu: a shard lacks episodes of its block (%s)",
+                   first->shard.plan_sha256, position, (unsigned long long)before,
+                   first->shard.plan_episodes, (unsigned long long)total, shards);
+  size_t size = 1;
+  for (size_t k = 0; k < n; k++)
+    for (size_t e = 0; e < order[k].info->n_episodes; e++)
+      size += strlen(order[k].info->episodes[e].id) + 48;
+  char *text = malloc(size), *at = text;
+  if (!text) return md_fail(err, MD_E_NOMEM, "out of memory");
+  /* The plan's lines as collect digests them (memdecay-run(5), shard.plan). */
+  for (size_t k = 0; k < n; k++)
+    for (size_t e = 0; e < order[k].info->n_episodes; e++) {
+      const md_run_episode_meta *m = &order[k].info->episodes[e];
+      at += snprintf(at, size - (size_t)(at - text), "%s\t%zu\t%zu\n", m->id, m->prompt_tokens,
+                     m->decode_steps);
+    }
+  char digest[MD_SHA256_HEX];
+  md_sha256_bytes(text, (size_t)(at - text), digest);
+  free(text);
+  if (strcmp(digest, first->shard.plan_sha256) != 0)
+    return md_fail(err, MD_E_INVALID, "the shards of plan %.8s, read in shard order, are not the "
+                   "plan they state: their episodes' SHA-256 is %.8s, the plan's %.8s (an "
+                   "episode's place, id or size differs from what collect planned from the "
+                   "traces): %s", first->shard.plan_sha256, digest, first->shard.plan_sha256,
+                   shards);
+  return MD_OK;
+}
+
 /* One sharded collection, in index order at order[0 .. n): refuses a
  * repeated index and notes (or refuses) the missing ones. */
 static md_status check_shards(md_run_set *set, const placed *order, size_t n,
@@ -142,7 +264,7 @@ static md_status check_shards(md_run_set *set, const placed *order, size_t n,
                    "%.8s) %s missing (%s): add their run directories, or pass --allow-partial to "
                    "use the shards given", first->dir, missing, first->shard.count,
                    first->shard.plan_sha256, missing == 1 ? "is" : "are", set->missing_list);
-  return MD_OK;
+  return check_plan(order, n, err);
 }
 
 /* Moves the given runs into set->runs in merge order. */

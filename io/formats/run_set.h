@@ -12,6 +12,14 @@
  * once, and every index 0 .. N-1 must be there unless `allow_partial`. An
  * episode id may appear in one directory only (events name episodes).
  *
+ * No shard is taken at its word: the shards of a plan are checked against
+ * it (check_plan in run_set.c): episodes in trace order across the shards,
+ * each of its shard's block by shard.h's rule (md_run_shard_owner) where
+ * the tokens before it are known, and, with every shard given and
+ * complete, the episodes in shard order must be the plan: its count, its
+ * tokens and its digest (shard.plan.sha256, which collect computed from
+ * the traces).
+ *
  * The order. Episodes are read in merge order: the collections in the order
  * their first directory was given, a sharded one shard by shard (index
  * 0, 1, ...), each directory in its manifest's order. For the shards of one

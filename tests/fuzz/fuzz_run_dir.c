@@ -13,7 +13,8 @@
  * episode the reader loads comes in order with P + S tokens whose births,
  * pages, regions and token ids follow the rules of io/formats/run_dir.h, and
  * arrays of the shapes stated; a "shard" read is within its limits. A set
- * of the directory alone has its totals and regions; the directory given
+ * of the directory alone has its totals and regions (a shard may be refused
+ * as not its block of the plan it states); the directory given
  * twice is refused (MD_E_INVALID: a repeated shard or repeated episodes)
  * unless it has no episode. */
 #include <dirent.h>
@@ -137,6 +138,12 @@ static void check_set(const md_run_info *info) {
   md_status status = md_run_set_read(one, 1, &options, &set, &err);
   if (info->n_episodes == 0) {
     FUZZ_CHECK(status == MD_E_INVALID && set.n_runs == 0);
+    return;
+  }
+  /* A shard is checked against the plan it states (run_set.h): one that
+   * is not its block of it is refused, naming its directory. */
+  if (info->shard.present && status == MD_E_INVALID) {
+    FUZZ_CHECK(set.n_runs == 0 && strstr(err.message, run_dir));
     return;
   }
   FUZZ_CHECK(status == MD_OK);

@@ -8,7 +8,10 @@
 # directories it names. Then what a merge refuses or reports: shards of
 # other traces than --traces names, a missing
 # shard (and --allow-partial with its warning), a repeated one through
-# `extract`, a resume as another shard, a shard of another plan.
+# `extract`, a resume as another shard, a shard of another plan; and shards
+# edited not to be their plan's (swapped indices, an emptied shard, an
+# episode moved into another shard's block, attention rows summing to 0 or
+# 2: tamper_shards.py).
 #
 #   shard_merge.sh PROGRAM MODEL TRACES WORK [EPISODES]
 #
@@ -74,6 +77,43 @@ head -n 3 "$traces" >"$other_traces" || exit 99
 [ $? -eq 2 ] && grep -q "was collected over a trace file with sha256 .*, not the given traces'" "$work/wrong.err" ||
   fail "shards of other traces were not refused: $(cat "$work/wrong.err")"
 [ ! -e "$work/wrong.json" ] || fail "a refused merge wrote its output"
+
+# Shards that are not the plan they state, each edited copy readable on its
+# own (tamper_shards.py): refused with exit 2, naming the run.json (or the
+# attn file and row), nothing written.
+tamper=$(dirname "$0")/tamper_shards.py
+refused() { # LABEL REGEX DIR...
+  label=$1 regex=$2
+  shift 2
+  rm -f "$work/tampered.csv"
+  "$program" extract "$@" -o "$work/tampered.csv" -q 2>"$work/tampered.err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "$label: extract exited $rc, not 2: $(cat "$work/tampered.err")"
+  grep -Eq "$regex" "$work/tampered.err" || fail "$label: not refused as such: $(cat "$work/tampered.err")"
+  [ ! -e "$work/tampered.csv" ] || fail "$label: a refused merge wrote its output"
+}
+copy_shards() { rm -rf "$work/t" && mkdir -p "$work/t" && cp -r "$w/shards/"* "$work/t/" || exit 99; }
+all_shards() { echo "$work/t/0-of-4" "$work/t/1-of-4" "$work/t/2-of-4" "$work/t/3-of-4"; }
+copy_shards
+python3 "$tamper" swap "$work/t/0-of-4" "$work/t/1-of-4" || exit 99
+refused "swapped indices" "t/0-of-4/run.json: shard 1/4 lists episode .* after episode" $(all_shards)
+copy_shards
+python3 "$tamper" empty "$work/t/3-of-4" || exit 99
+refused "the last shard emptied" "a shard lacks episodes of its block .*t/3-of-4/run.json \\(shard 3/4: 0 episodes\\)" $(all_shards)
+copy_shards
+python3 "$tamper" empty "$work/t/1-of-4" || exit 99
+refused "a shard emptied" "t/2-of-4/run.json: episode .* belongs to shard 1/4 by the plan's split" $(all_shards)
+copy_shards
+python3 "$tamper" move "$work/t/2-of-4" "$work/t/1-of-4" || exit 99
+refused "an episode of another block" "t/1-of-4/run.json: episode .* belongs to shard 2/4 by the plan's split" $(all_shards)
+copy_shards
+python3 "$tamper" attn "$work/t/2-of-4" 0 || exit 99
+refused "an all-zero attention matrix" "t/2-of-4/attn/.*\\.npy: row 0 \\(decode step 0\\) sums to 0:" $(all_shards)
+copy_shards
+python3 "$tamper" attn "$work/t/0-of-4" 2 || exit 99
+refused "rows that sum to 2" "t/0-of-4/attn/.*\\.npy: row 0 \\(decode step 0\\) sums to 2(\\.|:)" $(all_shards)
+rm -rf "$work/t"
+echo "refusals: swapped indices, an emptied shard, an episode of another block, attention rows of 0 and 2"
 
 # A missing shard: refused, then --allow-partial with a warning in the config.
 rm -rf "$w/shards/2-of-4"

@@ -13,6 +13,7 @@
  *   remove:FILE          delete DIR/FILE
  *   npy:SUB/ID=AxB[@V[#I]]  rewrite DIR/SUB/ID.npy as float32 zeros of shape
  *                        AxB (or A), element I (default 0, C order) set to V
+ *   scale:SUB/ID=F       multiply every element of DIR/SUB/ID.npy by F
  * Exits 99 when the directory cannot be made (a broken test, not a failure
  * of the program under test). */
 #define _XOPEN_SOURCE 700 /* nftw */
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/formats/npy.h"
 #include "tests/run_dir/run_dir_writer.h"
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -53,6 +55,21 @@ static int apply_npy(const char *dir, char *spec) {
   return test_write_npy(dir, spec, slash + 1, ndim, shape, value, index);
 }
 
+static int apply_scale(const char *dir, const char *spec, double factor) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.npy", dir, spec);
+  md_npy_array array;
+  md_error err = {0};
+  if (md_npy_read(path, &array, &err) != MD_OK || array.dtype != MD_NPY_F32) return -1;
+  float *x = array.data;
+  for (size_t i = 0; i < array.count; i++) x[i] = (float)(x[i] * factor);
+  int rc = md_npy_write(path, array.dtype, array.ndim, array.shape, array.data, &err) == MD_OK
+               ? 0
+               : -1;
+  md_npy_free(&array);
+  return rc;
+}
+
 static int apply(const char *dir, const char *op_text) {
   char op[1024];
   snprintf(op, sizeof op, "%s", op_text);
@@ -68,6 +85,7 @@ static int apply(const char *dir, const char *op_text) {
   if (!strcmp(op, "set")) return test_run_json_edit(dir, arg, eq + 1);
   if (!strcmp(op, "line")) return test_manifest_replace_line(dir, strtoul(arg, NULL, 10), eq + 1);
   if (!strcmp(op, "truncate")) return test_truncate(dir, arg, strtol(eq + 1, NULL, 10));
+  if (!strcmp(op, "scale")) return apply_scale(dir, arg, strtod(eq + 1, NULL));
   return -1;
 }
 

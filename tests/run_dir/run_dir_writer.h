@@ -35,7 +35,8 @@ int test_run_write(const char *dir, const test_run *run);
 const test_run *test_run_small(void);
 
 /* The seeded synthetic dataset of tests/extract/fixtures (R reference) as a
- * run; `source_root` holds tests/. Returns 0 or -1. */
+ * run; `source_root` holds tests/. Its run.json states no head aggregation:
+ * the drawn rows do not sum to 1 (io/formats/run_dir.h). Returns 0 or -1. */
 int test_run_write_fixture(const char *dir, const char *source_root);
 
 /* Damage: replaces run.json's value at a dotted PATH ("model.name",

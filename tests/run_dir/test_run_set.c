@@ -4,13 +4,16 @@
  * read together, in any order given, they must give the whole run's
  * episodes in the whole run's order, region by region and value by value.
  * Then every refusal: runs that do not belong together, a repeated or
- * missing shard, a repeated episode, the shard fields of run.json. */
+ * missing shard, a repeated episode, the shard fields of run.json, and
+ * shards that are not the plan they state (swapped indices, an emptied
+ * shard, an episode in another shard's block). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/digest.h"
 #include "io/formats/run_dir.h"
 #include "io/formats/run_set.h"
 #include "tests/run_dir/run_dir_writer.h"
@@ -18,7 +21,8 @@
 
 static char base_dir[4096];
 static long page_size_override; /* 0: the small run's page size */
-static const char plan_a[] = "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"";
+/* The small run's plan as collect digests it: "ID\tP\tS\n" per episode. */
+static char plan_a[MD_SHA256_HEX + 2];
 static const char plan_b[] = "\"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"";
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -48,6 +52,13 @@ static const char *part(const char *name, size_t first, size_t n, size_t index, 
     snprintf(shard, sizeof shard, "{\"index\": %zu, \"count\": %zu, \"episodes\": %zu, \"plan\": "
              "{\"episodes\": 2, \"tokens\": 10, \"sha256\": %s}}", index, count, n, plan);
     CHECK(test_run_json_edit(dir, "shard", shard) == 0);
+  }
+  /* The episodes' lines in the trace file, as in the whole run. */
+  for (size_t e = 0; e < n; e++) {
+    char key[64], line[32];
+    snprintf(key, sizeof key, "episodes[%zu].line", e);
+    snprintf(line, sizeof line, "%zu", first + e + 1);
+    CHECK(test_run_json_edit(dir, key, line) == 0);
   }
   return dir;
 }
@@ -238,11 +249,65 @@ static void test_incomplete(void) {
   CHECK(read_set(dirs, 2, (md_run_set_options){.allow_incomplete = true}, &set, &err) == MD_OK);
   CHECK(!set.complete && set.n_episodes == 2);
   md_run_set_free(&set);
-  /* An empty shard is a complete run; a set of nothing but empty ones has
-   * no episode to extract. */
+  /* An empty shard is a complete run; a set of nothing but empty ones is
+   * not the plan of two episodes it states. */
   const char *empty = part("i2", 0, 0, 0, 1, plan_a);
   const char *none[] = {empty};
-  expect_refusal(none, 1, (md_run_set_options){0}, "no complete episode to extract");
+  expect_refusal(none, 1, (md_run_set_options){0}, "a shard lacks episodes of its block");
+}
+
+/* A shard whose run.json was edited to list none of its episodes. */
+static void empty_out(const char *dir) {
+  CHECK(test_run_json_edit(dir, "episodes", "[]") == 0);
+  CHECK(test_run_json_edit(dir, "shard.episodes", "0") == 0);
+  CHECK(test_run_json_edit(dir, "manifest_bytes", "45") == 0); /* the header alone */
+}
+
+/* Shards that each read well alone but are not the plan they state
+ * (memdecay-calibrate(1), SHARDS). */
+static void test_shards_against_plan(void) {
+  /* Indices swapped: e2 as shard 0, e1 as shard 1. */
+  const char *w0 = part("w0", 0, 1, 1, 2, plan_a);
+  const char *w1 = part("w1", 1, 1, 0, 2, plan_a);
+  const char *swapped[] = {w0, w1};
+  expect_refusal(swapped, 2, (md_run_set_options){0},
+                 "w0/run.json: shard 1/2 lists episode \"e1\" (trace line 1) after episode "
+                 "\"e2\" (line 2)");
+  /* Without the trace lines the split happens to hold (e2 is the lighter
+   * episode), but the plan's digest does not. */
+  CHECK(test_run_json_edit(w0, "episodes[0].line", NULL) == 0);
+  CHECK(test_run_json_edit(w1, "episodes[0].line", NULL) == 0);
+  expect_refusal(swapped, 2, (md_run_set_options){0}, "read in shard order, are not the plan");
+  expect_refusal(swapped, 2, (md_run_set_options){0}, "w1/run.json (shard 0/2: 1 episodes)");
+
+  /* Shard 1 edited to list nothing. */
+  const char *e0 = part("e0", 0, 1, 0, 2, plan_a);
+  const char *e1 = part("e1", 1, 1, 1, 2, plan_a);
+  empty_out(e1);
+  const char *emptied[] = {e0, e1};
+  expect_refusal(emptied, 2, (md_run_set_options){0},
+                 "the shards of plan ");
+  expect_refusal(emptied, 2, (md_run_set_options){0},
+                 "list 1 episodes of 6 tokens, the plan has 2 of 10: a shard lacks episodes of "
+                 "its block");
+  expect_refusal(emptied, 2, (md_run_set_options){0}, "e1/run.json (shard 1/2: 0 episodes)");
+  /* Shard 0 edited to list nothing: shard 1's episode is then shard 0's. */
+  part("e1", 1, 1, 1, 2, plan_a);
+  empty_out(e0);
+  expect_refusal(emptied, 2, (md_run_set_options){0},
+                 "e1/run.json: episode \"e2\" belongs to shard 0/2 by the plan's split");
+
+  /* e2 listed by shard 0, whose block is e1 alone. */
+  const char *x0 = part("x0", 0, 2, 0, 2, plan_a);
+  const char *x1 = part("x1", 0, 0, 1, 2, plan_a);
+  const char *moved[] = {x0, x1};
+  expect_refusal(moved, 2, (md_run_set_options){0},
+                 "x0/run.json: episode \"e2\" belongs to shard 1/2 by the plan's split");
+  /* ... and so it is with shard 1 missing and --allow-partial: the
+   * tokens before it are known. */
+  const char *x0_only[] = {x0};
+  expect_refusal(x0_only, 1, (md_run_set_options){.allow_partial = true},
+                 "episode \"e2\" belongs to shard 1/2");
 }
 
 /* run.json's "shard" as the reader validates it. */
@@ -283,6 +348,10 @@ static void test_shard_fields(void) {
 int main(void) {
   const char *root = getenv("MD_BUILD_ROOT");
   snprintf(base_dir, sizeof base_dir, "%s/tests/run_dir/sets", root ? root : ".");
+  static const char plan_text[] = "e1\t3\t3\ne2\t2\t2\n";
+  char digest[MD_SHA256_HEX];
+  md_sha256_bytes(plan_text, strlen(plan_text), digest);
+  snprintf(plan_a, sizeof plan_a, "\"%s\"", digest);
   test_run_write(base_dir, &(test_run){0, NULL, 1, true, NULL, NULL}); /* makes the parent */
   test_shards_in_any_order();
   test_pooled_runs();
@@ -290,5 +359,6 @@ int main(void) {
   test_not_together();
   test_incomplete();
   test_shard_fields();
+  test_shards_against_plan();
   return md_test_finish("run_set");
 }
