@@ -24,7 +24,7 @@ static md_status settings(const md_export_request *request, json_t **value,
   json_t *ranges = json_array();
   for (size_t j = 0; ranges && j < map->n_ranges; j++) {
     const md_retention_range *g = &map->ranges[j];
-    if (json_array_append_new(ranges, json_pack("{sIsIsisO}", "token_start", (json_int_t)g->start,
+    if (json_array_append_new(ranges, json_pack("{sIsIsiso}", "token_start", (json_int_t)g->start,
                                                 "token_end", (json_int_t)g->end, "priority",
                                                 g->setting.priority, "duration_ms",
                                                 duration(g->setting.duration_ms))) != 0) {
