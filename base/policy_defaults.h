@@ -8,12 +8,12 @@
 #define MD_BASE_POLICY_DEFAULTS_H
 
 /* Each value is written once, as the literal that --help and the docs show:
- * MD_DEFAULT_TEXT(MD_POLICY_TAU_DEFAULT) is "1.0". */
+ * MD_DEFAULT_TEXT(MD_POLICY_TAU_DEFAULT) is "3.0". */
 #define MD_DEFAULT_TEXT_(value) #value
 #define MD_DEFAULT_TEXT(value) MD_DEFAULT_TEXT_(value)
 
 #define MD_POLICY_PAGE_SIZE_DEFAULT 16       /* tokens per KV-cache page */
-#define MD_POLICY_TAU_DEFAULT 1.0            /* refresh threshold, uniform-relative units */
+#define MD_POLICY_TAU_DEFAULT 3.0            /* refresh threshold, uniform-relative units */
 #define MD_POLICY_EWMA_BETA_DEFAULT 0.9      /* attention EWMA weight of the past */
 #define MD_POLICY_ALPHA_DEFAULT 0.6          /* weight of the attention term in the score */
 #define MD_POLICY_KAPPA_DEFAULT 1.0          /* attention normaliser when not measured */

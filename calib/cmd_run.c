@@ -113,7 +113,7 @@ static void print_help(FILE *out) {
       "                           (default 8 on the CPU, 1 on CUDA; the same bytes)\n"
       "      --skip-invalid       skip invalid or over-long episodes instead of stopping\n"
       " extract:\n"
-      "      --estimand NAME      last-use (default) or gap\n"
+      "      --estimand NAME      gap (default) or last-use\n"
       "      --tau T              refresh threshold in uniform shares (default " MD_DEFAULT_TEXT(MD_POLICY_TAU_DEFAULT) ")\n"
       "      --guard N            censoring guard at the window end (default " MD_DEFAULT_TEXT(MD_LIFETIME_GUARD_DEFAULT) ")\n"
       "      --ewma-beta B        attention EWMA weight of the past (default " MD_DEFAULT_TEXT(MD_POLICY_EWMA_BETA_DEFAULT) ")\n"

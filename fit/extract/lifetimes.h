@@ -77,13 +77,13 @@ bool md_estimand_parse(const char *name, md_estimand *estimand);
 
 typedef struct md_lifetime_params {
   md_estimand estimand;
-  double tau;   /* refresh threshold in uniform-relative units, > 0; default 1.0 */
+  double tau;   /* refresh threshold in uniform-relative units, > 0; default 3.0 */
   long guard;   /* steps at the window end whose refreshes censor (last-use), >= 0 */
 } md_lifetime_params;
 
 #define MD_LIFETIME_GUARD_DEFAULT 16 /* extract --guard */
 #define MD_LIFETIME_PARAMS_DEFAULT                                                   \
-  ((md_lifetime_params){.estimand = MD_ESTIMAND_LAST_USE, .tau = MD_POLICY_TAU_DEFAULT, \
+  ((md_lifetime_params){.estimand = MD_ESTIMAND_GAP, .tau = MD_POLICY_TAU_DEFAULT, \
                         .guard = MD_LIFETIME_GUARD_DEFAULT})
 
 md_status md_lifetime_params_check(const md_lifetime_params *params, md_error *err);

@@ -8,6 +8,11 @@
 #include "fit/extract/lifetimes.h"
 #include "tests/test_util.h"
 
+/* The worked examples below are the last-use estimand at tau 1 and guard
+ * 16 (the defaults before the estimand choice made gap at tau 3 the default:
+ * memdecay-calibrate(1), EXTRACT); test_defaults checks today's defaults. */
+#define LAST_USE_TAU1 ((md_lifetime_params){.estimand = MD_ESTIMAND_LAST_USE, .tau = 1.0, .guard = 16})
+
 #define MAX_STEPS 48
 #define MAX_TOKENS 96
 
@@ -117,7 +122,7 @@ static void test_last_use(void) {
   build_main(&b);
   md_event_buffer events = {0};
   md_error err = {0};
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;  /* tau 1, guard 16 */
+  md_lifetime_params params = LAST_USE_TAU1;
   CHECK_MSG(md_lifetimes_episode(&b.ep, &regions, &params, md_event_buffer_sink, &events, NULL,
                                  &err) == MD_OK, "%s", err.message);
   /* steps 40, guard 16: a last refresh at t >= 24 is censored at 40 - origin. */
@@ -228,7 +233,7 @@ static void test_stats_feed(void) {
   md_attn_norm_params np = MD_ATTN_NORM_PARAMS_DEFAULT;
   md_attn_norm *stats = NULL;
   CHECK(md_attn_norm_new(&regions, &np, &stats, &err) == MD_OK);
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;
+  md_lifetime_params params = LAST_USE_TAU1;
   CHECK(md_lifetimes_episode(&b.ep, &regions, &params, NULL, NULL, stats, &err) == MD_OK);
   bool again = true;
   CHECK(md_attn_norm_end_pass(stats, &again, &err) == MD_OK && !again);
@@ -269,7 +274,7 @@ static void test_sink_failure(void) {
   build_main(&b);
   md_error err = {0};
   int calls = 0;
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;
+  md_lifetime_params params = LAST_USE_TAU1;
   CHECK(md_lifetimes_episode(&b.ep, &regions, &params, failing_sink, &calls, NULL, &err) ==
         MD_E_IO);
   CHECK(calls == 2 && strstr(err.message, "disk full"));
@@ -290,7 +295,7 @@ static void expect_failure(const built *b, const md_lifetime_params *params, md_
 
 static void test_bad_episodes(void) {
   static built b;
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;
+  md_lifetime_params params = LAST_USE_TAU1;
   build(&b, 3, 4);
   b.ep.steps = 0;
   expect_failure(&b, &params, MD_E_FORMAT, "ep-hand: attention matrix is 0 x 7");
@@ -333,17 +338,17 @@ static void test_bad_episodes(void) {
 static void test_bad_params(void) {
   static built b;
   build(&b, 3, 4);
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;
+  md_lifetime_params params = LAST_USE_TAU1;
   params.tau = 0.0;
   expect_failure(&b, &params, MD_E_INVALID, "tau = 0: must be a finite number > 0");
   params.tau = -1.0;
   expect_failure(&b, &params, MD_E_INVALID, "tau = -1");
   params.tau = NAN;
   expect_failure(&b, &params, MD_E_INVALID, "tau = nan");
-  params = MD_LIFETIME_PARAMS_DEFAULT;
+  params = LAST_USE_TAU1;
   params.guard = -1;
   expect_failure(&b, &params, MD_E_INVALID, "guard = -1: must be >= 0");
-  params = MD_LIFETIME_PARAMS_DEFAULT;
+  params = LAST_USE_TAU1;
   params.estimand = (md_estimand)7;
   expect_failure(&b, &params, MD_E_INVALID, "estimand 7");
 
@@ -362,14 +367,21 @@ static void test_optional_diagnostics(void) {
   b.ep.page = NULL;
   b.ep.token_id = NULL;
   md_event_buffer events = {0};
-  md_lifetime_params params = MD_LIFETIME_PARAMS_DEFAULT;
+  md_lifetime_params params = LAST_USE_TAU1;
   CHECK(md_lifetimes_episode(&b.ep, &regions, &params, md_event_buffer_sink, &events, NULL,
                              NULL) == MD_OK);
   CHECK(events.n == 1 && events.rows[0].page == -1 && events.rows[0].token_id == -1);
   md_event_buffer_free(&events);
 }
 
+/* The defaults extract and run use, chosen by bench/estimand_choice.sh. */
+static void test_defaults(void) {
+  md_lifetime_params d = MD_LIFETIME_PARAMS_DEFAULT;
+  CHECK(d.estimand == MD_ESTIMAND_GAP && d.tau == 3.0 && d.guard == 16);
+}
+
 int main(void) {
+  test_defaults();
   test_last_use();
   test_gap();
   test_guard_edges();

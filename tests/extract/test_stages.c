@@ -53,12 +53,14 @@ static char *slurp(const char *path) {
   return text;
 }
 
-/* The hand derivation's parameters: tau 1, guard 1, beta 0, quantile 0.5. */
+/* The hand derivation's parameters: last-use, tau 1, guard 1, beta 0,
+ * quantile 0.5. */
 static void hand_options(md_extract_options *o, const char *const *dirs) {
   md_extract_options_init(o);
   o->run_dirs = dirs;
   o->n_run_dirs = 1;
   o->events_path = events;
+  o->lifetimes.estimand = MD_ESTIMAND_LAST_USE;
   o->lifetimes.tau = 1;
   o->lifetimes.guard = 1;
   o->norm.ewma_beta = 0;

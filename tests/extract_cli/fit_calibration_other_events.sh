@@ -6,5 +6,6 @@
 set -eu
 p=$1 run=$2 o=$3 f=$5
 shift 5
-"$p" extract "$run" -o "$o/oe.csv" -q
+# last-use at tau 1: the sidecar's row counts the expected message names
+"$p" extract "$run" -o "$o/oe.csv" -q --estimand last-use --tau 1
 exec "$p" fit "$f" --calibration "$o/oe.calibration.json" -o "$o/oe.json"

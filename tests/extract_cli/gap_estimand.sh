@@ -8,5 +8,5 @@
 set -eu
 p=$1 run=$2 o=$3
 shift 5
-"$p" extract "$run" -o "$o/gap.csv" -q --estimand gap "$@"
+"$p" extract "$run" -o "$o/gap.csv" -q "$@" --estimand gap
 test "$(cut -d, -f1-3 "$o/gap.csv" | tr "\n" " ")" = "region,time,event system,2,1 system,1,0 user,3,0 user,2,0 scratchpad,2,0 system,1,1 system,1,0 retrieval,1,0 "

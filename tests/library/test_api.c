@@ -173,7 +173,7 @@ static void test_config_errors(void) {
               memdecay_last_error());
     remove(path);
   }
-  path = broken_golden("\"lambda\": 0.004455058096365716,", "\"lambda\": -1,");
+  path = broken_golden("\"lambda\": 0.0395604789560479,", "\"lambda\": -1,");
   CHECK(path != NULL);
   if (path) {
     CHECK(memdecay_config_load(path, &c) == MEMDECAY_E_INVALID && c == NULL);
