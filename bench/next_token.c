@@ -33,9 +33,11 @@ static int fail(const md_error *err) {
   return 1;
 }
 
-/* Prefill `n` tokens in chunks, the argmax after each into top1. */
+/* Prefill `n` tokens in chunks of CHUNK (the logits of a chunk, CHUNK x the
+ * vocabulary, are 155 MB for Qwen2.5's at 256), the argmax after each into
+ * top1. */
 static int top1_of(md_qwen2_forward *fw, const int32_t *tokens, int64_t n, int vocab, int32_t *top1) {
-  enum { CHUNK = 32 };
+  enum { CHUNK = 256 };
   float *logits = malloc((size_t)CHUNK * (size_t)vocab * sizeof *logits);
   md_error err = {0};
   if (!logits) return 1;
