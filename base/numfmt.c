@@ -92,6 +92,13 @@ void md_json_shorten_numbers(char *json) {
   *out = '\0';
 }
 
+char *md_json_dumps_line(const json_t *value, bool compact) {
+  char *text = json_dumps(value, JSON_REAL_PRECISION(17) | (compact ? JSON_COMPACT : 0) |
+                                     JSON_ENCODE_ANY);
+  if (text) md_json_shorten_numbers(text);
+  return text;
+}
+
 char *md_json_dumps_shortest(const json_t *root) {
   char *dumped = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
   if (!dumped) return NULL;

@@ -4,6 +4,8 @@
 #ifndef MD_BASE_NUMFMT_H
 #define MD_BASE_NUMFMT_H
 
+#include <stdbool.h>
+
 enum { MD_NUMBER_TEXT_MAX = 32 };
 
 /* Formats `value` with the fewest significant digits (1 to 17, %g style)
@@ -21,5 +23,12 @@ void md_json_shorten_numbers(char *json);
  * and a final '\n'. malloc'd; NULL when out of memory. */
 struct json_t;
 char *md_json_dumps_shortest(const struct json_t *root);
+
+/* A JSON value as one line (JSON Lines records, a trace's tool arguments):
+ * members separated by ", " and ": " (or "," and ":" when `compact`), 17
+ * significant digits, every number then shortened as above; no final '\n'.
+ * Any value, not only an object or array. malloc'd; NULL when out of
+ * memory. */
+char *md_json_dumps_line(const struct json_t *value, bool compact);
 
 #endif

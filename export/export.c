@@ -200,11 +200,10 @@ static md_status export_one(stage *st, const md_trace_episode *ep) {
         line = NULL;
       }
     }
-    char *text = line ? json_dumps(line, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+    char *text = line ? md_json_dumps_line(line, false) : NULL;
     if (!text) {
       s = md_fail(st->err, MD_E_NOMEM, "out of memory");
     } else {
-      md_json_shorten_numbers(text);
       if (fputs(text, st->file.fp) == EOF || fputc('\n', st->file.fp) == EOF)
         s = md_fail_kind(st->err, MD_E_IO, MD_KIND_IO, "%s: cannot write", st->o->output_path);
       free(text);

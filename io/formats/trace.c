@@ -644,16 +644,6 @@ md_status md_trace_parse_line(const char *path, size_t line, const char *text, s
 
 /* ---- the writer ---------------------------------------------------------- */
 
-/* A JSON value as the writer's text: one line, members separated by ", "
- * and ": " (or "," and ":" when compact), 17 significant digits, then every
- * real shortened to the fewest digits that read back the same. */
-static char *dump_one_line(const json_t *value, bool compact) {
-  char *text = json_dumps(value, JSON_REAL_PRECISION(17) | (compact ? JSON_COMPACT : 0) |
-                                     JSON_ENCODE_ANY);
-  if (text) md_json_shorten_numbers(text);
-  return text;
-}
-
 /* The tool call object messages[i].tool_calls[j] of `root`, or its
  * "function" member in the OpenAI form: where its "arguments" are. */
 static json_t *call_body(json_t *root, size_t message, size_t call) {
@@ -673,7 +663,7 @@ static md_status restore_argument_strings(const md_trace_episode *ep, json_t *ro
       json_t *body = call_body(root, i, j);
       json_t *arguments = json_object_get(body, "arguments");
       if (!json_is_object(arguments)) continue;
-      char *text = dump_one_line(arguments, true);
+      char *text = md_json_dumps_line(arguments, true);
       if (!text) return MD_E_NOMEM;
       json_t *string = json_string(text);
       free(text);
@@ -702,7 +692,7 @@ md_status md_trace_episode_dumps(const md_trace_episode *episode, char **line, m
       return md_fail(err, MD_E_NOMEM, "out of memory");
     }
   }
-  char *text = dump_one_line(root, false);
+  char *text = md_json_dumps_line(root, false);
   if (copied) json_decref(root);
   size_t length = text ? strlen(text) : 0;
   char *with_newline = text ? realloc(text, length + 2) : NULL;
