@@ -9,6 +9,8 @@
  * the one before it, with a warning naming the request, the region, its
  * tokens and both priorities. The last directive covers the decoded tokens,
  * [N, null). Blocks are 16 tokens unless the engine says otherwise. */
+#include <stdio.h>
+
 #include "export/format.h"
 
 static json_t *seconds(int64_t ms) {
@@ -38,16 +40,15 @@ static md_status settings(const md_export_request *request, json_t **value,
     if (j > 0 && priority > previous) {
       priority = previous;
       adjust->lowered[region]++;
+      char where[64];
       if (decode)
-        s = md_warnings_add(adjust->warnings, err, "request \"%s\": region %s, decoded tokens "
-                            "from %zu: priority %d lowered to %d (vLLM requires priorities "
-                            "non-increasing with position)", request->id,
-                            request->regions[region].name, start, setting.priority, priority);
+        snprintf(where, sizeof where, "decoded tokens from %zu", start);
       else
-        s = md_warnings_add(adjust->warnings, err, "request \"%s\": region %s, tokens [%zu, %zu): "
-                            "priority %d lowered to %d (vLLM requires priorities non-increasing "
-                            "with position)", request->id, request->regions[region].name, start,
-                            map->ranges[j].end, setting.priority, priority);
+        snprintf(where, sizeof where, "tokens [%zu, %zu)", start, map->ranges[j].end);
+      s = md_warnings_add(adjust->warnings, err, "request \"%s\": region %s, %s: priority %d "
+                          "lowered to %d (vLLM requires priorities non-increasing with position)",
+                          request->id, request->regions[region].name, where, setting.priority,
+                          priority);
     }
     if (s == MD_OK &&
         directive(list, start, decode ? NULL : &map->ranges[j].end, priority, setting.duration_ms) != MD_OK)
