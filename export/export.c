@@ -34,9 +34,7 @@ typedef struct stage {
   md_retention_region *regions;
   md_model_text model;
   md_atomic_file file;
-  char **ids;                      /* openai input: ids seen, for duplicates */
-  size_t *id_lines;
-  size_t n_ids, cap_ids;
+  json_t *seen_ids;                /* openai input: id -> line of its first request */
 } stage;
 
 static bool blank(const char *line, size_t len) {
@@ -102,22 +100,17 @@ static md_status read_config(stage *st) {
   return MD_OK;
 }
 
+/* A hash map of the ids seen, as the trace reader keeps one: a request log
+ * may hold many thousands. */
 static md_status remember_id(stage *st, const md_trace_episode *ep) {
-  for (size_t i = 0; i < st->n_ids; i++)
-    if (!strcmp(st->ids[i], ep->id))
-      return md_trace_episode_fail(st->err, MD_E_INVALID, ep, "id: the same as line %zu's",
-                                   st->id_lines[i]);
-  if (st->n_ids == st->cap_ids) {
-    size_t cap = st->cap_ids ? 2 * st->cap_ids : 64;
-    char **ids = realloc(st->ids, cap * sizeof *ids);
-    if (ids) st->ids = ids;
-    size_t *lines = ids ? realloc(st->id_lines, cap * sizeof *lines) : NULL;
-    if (lines) st->id_lines = lines;
-    if (!ids || !lines) return md_fail(st->err, MD_E_NOMEM, "out of memory");
-    st->cap_ids = cap;
-  }
-  if (!(st->ids[st->n_ids] = strdup(ep->id))) return md_fail(st->err, MD_E_NOMEM, "out of memory");
-  st->id_lines[st->n_ids++] = ep->line;
+  if (!st->seen_ids && !(st->seen_ids = json_object()))
+    return md_fail(st->err, MD_E_NOMEM, "out of memory");
+  const json_t *first = json_object_get(st->seen_ids, ep->id);
+  if (first)
+    return md_trace_episode_fail(st->err, MD_E_INVALID, ep, "id: the same as line %zu's",
+                                 (size_t)json_integer_value(first));
+  if (json_object_set_new(st->seen_ids, ep->id, json_integer((json_int_t)ep->line)))
+    return md_fail(st->err, MD_E_NOMEM, "out of memory");
   return MD_OK;
 }
 
@@ -399,9 +392,7 @@ md_status md_export(const md_export_options *o, md_export_outcome *out, md_error
   free(summary);
   if (in) fclose(in);
   md_model_text_close(&st.model);
-  for (size_t i = 0; i < st.n_ids; i++) free(st.ids[i]);
-  free(st.ids);
-  free(st.id_lines);
+  json_decref(st.seen_ids);
   json_decref(st.config_json);
   free(st.regions);
   /* The outcome keeps the region names: copies, the config summary goes. */
