@@ -70,6 +70,21 @@ md_status md_model_dir_open(const char *dir, const char *user, md_model_dir_warn
   return md_model_dir_open_with(dir, NULL, user, warn, context, out, err);
 }
 
+/* A Hugging Face directory's DIR/tokenizer.json: *path set (malloc'd) and
+ * the tokenizer loaded, or a refusal naming who tokenises. */
+static md_status load_dir_tokenizer(const char *dir, const char *user, char **path,
+                                    md_tokenizer **tokenizer, md_error *err) {
+  size_t size = strlen(dir) + sizeof "/tokenizer.json";
+  if (!(*path = malloc(size))) return md_fail(err, MD_E_NOMEM, "out of memory");
+  snprintf(*path, size, "%s/tokenizer.json", dir);
+  if (access(*path, F_OK) != 0)
+    return md_fail(err, MD_E_INVALID,
+                   "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
+                   "tokenizer.json from the model's Hugging Face repository)",
+                   dir, user);
+  return md_tokenizer_load(*path, tokenizer, err);
+}
+
 md_status md_model_dir_open_with(const char *dir, const md_qwen2_open_options *options,
                                  const char *user, md_model_dir_warning_fn warn, void *context,
                                  md_model_dir *out, md_error *err) {
@@ -89,20 +104,7 @@ md_status md_model_dir_open_with(const char *dir, const md_qwen2_open_options *o
     path = NULL;
     s = md_tokenizer_load_gguf(gguf, &out->tokenizer, err);
   } else {
-    size_t size = strlen(dir) + sizeof "/tokenizer.json";
-    out->tokenizer_path = malloc(size);
-    if (!out->tokenizer_path) {
-      s = md_fail(err, MD_E_NOMEM, "out of memory");
-    } else {
-      snprintf(out->tokenizer_path, size, "%s/tokenizer.json", dir);
-      if (access(out->tokenizer_path, F_OK) != 0)
-        s = md_fail(err, MD_E_INVALID,
-                    "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
-                    "tokenizer.json from the model's Hugging Face repository)",
-                    dir, user);
-      else
-        s = md_tokenizer_load(out->tokenizer_path, &out->tokenizer, err);
-    }
+    s = load_dir_tokenizer(dir, user, &out->tokenizer_path, &out->tokenizer, err);
   }
   free(path);
   if (s != MD_OK) md_model_dir_close(out);
@@ -148,24 +150,16 @@ md_status md_model_text_open(const char *dir, const char *user, md_model_text *o
     out->tokenizer_path = path;
     path = NULL;
   } else {
-    size_t size = strlen(path) + sizeof "/tokenizer.json";
+    size_t size = strlen(path) + sizeof "/config.json";
     char *config = malloc(size);
-    out->tokenizer_path = malloc(size);
-    if (!config || !out->tokenizer_path) {
+    if (!config) {
       s = md_fail(err, MD_E_NOMEM, "out of memory");
     } else {
       snprintf(config, size, "%s/config.json", path);
-      snprintf(out->tokenizer_path, size, "%s/tokenizer.json", path);
       s = md_qwen2_config_load(config, &out->config, err);
-      if (s == MD_OK && access(out->tokenizer_path, F_OK) != 0)
-        s = md_fail(err, MD_E_INVALID,
-                    "%s: no tokenizer.json: %s tokenises with the checkpoint's own tokenizer (copy "
-                    "tokenizer.json from the model's Hugging Face repository)",
-                    dir, user);
-      else if (s == MD_OK)
-        s = md_tokenizer_load(out->tokenizer_path, &out->tokenizer, err);
+      free(config);
     }
-    free(config);
+    if (s == MD_OK) s = load_dir_tokenizer(dir, user, &out->tokenizer_path, &out->tokenizer, err);
   }
   free(path);
   if (s != MD_OK) md_model_text_close(out);
