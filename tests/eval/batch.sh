@@ -1,21 +1,21 @@
 #!/bin/sh
 # eval's runs of an episode stepped together (--batch) write the bytes
 # that one run at a time (--batch 1) writes: every run of the default table
-# in one batch and in batches of 4 (the last one short), on the first 4
-# episodes of agent-450 with page size 8 (so the budget runs
+# in one batch and in batches of 4 (the last one short), on the first
+# EPISODES (default 4) episodes of agent-450 with page size 8 (so the budget runs
 # fork off the shared cache at different chunks and steps); and --batch 0,
 # a negative or a non-number are refused with exit 2, writing nothing.
 #
-#   batch.sh PROGRAM MODEL TRACES CONFIG WORK
+#   batch.sh PROGRAM MODEL TRACES CONFIG WORK [EPISODES]
 set -u
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 program=$(absolute "$1") model=$(absolute "$2") traces=$(absolute "$3") config=$(absolute "$4")
-work=$5
+work=$5 episodes=${6:-4}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 99
 eval_() {
-  "$program" eval --model "$model" --traces "$traces" --config "$config" --max-episodes 4 \
+  "$program" eval --model "$model" --traces "$traces" --config "$config" --max-episodes "$episodes" \
     --page-size 8 --reproducible -q "$@"
 }
 eval_ --batch 1 -o one.json || fail "eval --batch 1 failed"
