@@ -43,21 +43,26 @@ md_status md_streaming_choose(void *state, const md_policy_view *view, const md_
                               int64_t n_pages, int64_t budget_pages, int64_t excess,
                               md_policy_candidate *order, int64_t *n_order, md_error *err);
 
-/* ---- snapkv.c, tova.c: attention kept per token by position -------------- */
+/* ---- keyed.c: values kept per token by position (snapkv, tova) --------- */
 
-/* The value of `position` in values[0 .. n-1] keyed by positions[0 .. n-1]
- * (ascending): what a class stored at an observe call, looked up after
- * evictions moved the view's indices. 0 when absent (a token appended after
- * the call, which received nothing from it). */
-static inline double md_policy_value_at(const int64_t *positions, const double *values, int64_t n,
-                                        int64_t position) {
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (positions[mid] < position) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < n && positions[lo] == position ? values[lo] : 0.0;
-}
+/* Values a class stores for the tokens cached at an observe call, keyed by
+ * their positions (ascending, as a view's are), and looked up after
+ * evictions have moved the view's indices: a token appended after the call
+ * has none (0). The storage grows by doubling and is kept across calls. */
+typedef struct md_policy_keyed {
+  int64_t n, cap;
+  int64_t *position;  /* [n] ascending */
+  double *value;      /* [n] */
+} md_policy_keyed;
+
+/* Takes the view's n positions with values[i] (widened to double), or 0
+ * for every token when values is NULL. */
+md_status md_policy_keyed_take(md_policy_keyed *k, const md_policy_view *view,
+                               const float *values, md_error *err);
+/* The index of the first stored position >= position (n when none). */
+int64_t md_policy_keyed_lower_bound(const md_policy_keyed *k, int64_t position);
+/* The value stored for position; 0 when absent. */
+double md_policy_keyed_at(const md_policy_keyed *k, int64_t position);
+void md_policy_keyed_free(md_policy_keyed *k);
 
 #endif

@@ -30,23 +30,14 @@
 #define SNAPKV_WINDOW_DEFAULT 32    /* observe calls */
 #define SNAPKV_POOL_KERNEL_DEFAULT 7 /* positions, max pooling */
 
-/* One observe call of the window: the attention each token cached then
- * received. */
-typedef struct snapkv_call {
-  int64_t n, cap;
-  int64_t *position;  /* [n] ascending */
-  float *received;    /* [n] */
-} snapkv_call;
-
 typedef struct snapkv_state {
   int window;          /* W */
   int half_width;      /* K / 2 */
-  snapkv_call *calls;  /* [W]: a ring of the last n_calls observe calls */
+  /* [W]: a ring of the last n_calls observe calls, each the attention the
+   * tokens cached then received */
+  md_policy_keyed *calls;
   int n_calls, next_call;  /* calls held; the slot the next one takes */
-  /* v of the tokens cached at the last observe call, by position */
-  int64_t n_votes, votes_cap;
-  int64_t *vote_position;
-  double *vote;
+  md_policy_keyed votes;  /* v of the tokens cached at the last observe call */
   int64_t *recent;     /* [W]: a ring of the positions of the last W appended tokens */
   int n_recent, next_recent;
 } snapkv_state;
@@ -72,7 +63,7 @@ static void snapkv_reset(void *state, uint64_t seed) {
   (void)seed;
   snapkv_state *s = state;
   s->n_calls = s->next_call = 0;
-  s->n_votes = 0;
+  s->votes.n = 0;
   s->n_recent = s->next_recent = 0;
 }
 
@@ -85,76 +76,51 @@ static md_status snapkv_append(void *state, const md_policy_view *view, md_error
   return MD_OK;
 }
 
-static md_status grow_call(snapkv_call *call, int64_t need, md_error *err) {
-  if (need <= call->cap) return MD_OK;
-  int64_t cap = call->cap ? call->cap : 256;
-  while (cap < need) cap *= 2;
-  int64_t *position = realloc(call->position, (size_t)cap * sizeof *position);
-  if (position) call->position = position;
-  float *received = realloc(call->received, (size_t)cap * sizeof *received);
-  if (received) call->received = received;
-  if (!position || !received) return md_fail(err, MD_E_NOMEM, "out of memory");
-  call->cap = cap;
-  return MD_OK;
-}
-
 static md_status snapkv_observe(void *state, const md_policy_view *view, const float *received,
                                 int64_t n_queries, md_error *err) {
   (void)n_queries;
   snapkv_state *s = state;
-  int64_t n = view->n;
-  snapkv_call *call = &s->calls[s->next_call];
-  md_status status = grow_call(call, n, err);
+  md_status status = md_policy_keyed_take(&s->calls[s->next_call], view, received, err);
   if (status != MD_OK) return status;
-  for (int64_t i = 0; i < n; i++) {
-    call->position[i] = view->position[i];
-    call->received[i] = received[i];
-  }
-  call->n = n;
   s->next_call = (s->next_call + 1) % s->window;
   if (s->n_calls < s->window) s->n_calls++;
 
-  if (n > s->votes_cap) {
-    int64_t cap = s->votes_cap ? s->votes_cap : 256;
-    while (cap < n) cap *= 2;
-    int64_t *position = realloc(s->vote_position, (size_t)cap * sizeof *position);
-    if (position) s->vote_position = position;
-    double *vote = realloc(s->vote, (size_t)cap * sizeof *vote);
-    if (vote) s->vote = vote;
-    if (!position || !vote) return md_fail(err, MD_E_NOMEM, "out of memory");
-    s->votes_cap = cap;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    s->vote_position[i] = view->position[i];
-    s->vote[i] = 0;
-  }
+  status = md_policy_keyed_take(&s->votes, view, NULL, err);
+  if (status != MD_OK) return status;
   /* The window's calls, oldest first, each merged by position into the
    * cached tokens (both ascending): a token appended after a call got
    * nothing from it, a token evicted since is gone. */
   int oldest = s->n_calls == s->window ? s->next_call : 0;
   for (int c = 0; c < s->n_calls; c++) {
-    const snapkv_call *past = &s->calls[(oldest + c) % s->window];
+    const md_policy_keyed *past = &s->calls[(oldest + c) % s->window];
     int64_t k = 0;
-    for (int64_t i = 0; i < n; i++) {
-      while (k < past->n && past->position[k] < s->vote_position[i]) k++;
-      if (k < past->n && past->position[k] == s->vote_position[i]) s->vote[i] += past->received[k];
+    for (int64_t i = 0; i < s->votes.n; i++) {
+      while (k < past->n && past->position[k] < s->votes.position[i]) k++;
+      if (k < past->n && past->position[k] == s->votes.position[i]) s->votes.value[i] += past->value[k];
     }
   }
-  s->n_votes = n;
   return MD_OK;
 }
 
-/* The pool: the largest vote among the cached tokens within K/2 positions. */
+/* The pool: the largest vote among the cached tokens within K/2 positions.
+ * The neighbours' positions and the votes' both ascend, so one search finds
+ * the token's vote and a cursor walks outwards from it to each neighbour's. */
 static double snapkv_score(const void *state, const md_policy_view *view, int64_t i) {
   const snapkv_state *s = state;
+  const md_policy_keyed *votes = &s->votes;
   int64_t at = view->position[i];
-  double best = md_policy_value_at(s->vote_position, s->vote, s->n_votes, at);
+  int64_t origin = md_policy_keyed_lower_bound(votes, at);
+  double best = origin < votes->n && votes->position[origin] == at ? votes->value[origin] : 0.0;
+  int64_t k = origin;  /* kept at the first vote at or after each neighbour's position */
   for (int64_t j = i - 1; j >= 0 && at - view->position[j] <= s->half_width; j--) {
-    double v = md_policy_value_at(s->vote_position, s->vote, s->n_votes, view->position[j]);
+    while (k > 0 && votes->position[k - 1] >= view->position[j]) k--;
+    double v = k < votes->n && votes->position[k] == view->position[j] ? votes->value[k] : 0.0;
     if (v > best) best = v;
   }
+  k = origin;
   for (int64_t j = i + 1; j < view->n && view->position[j] - at <= s->half_width; j++) {
-    double v = md_policy_value_at(s->vote_position, s->vote, s->n_votes, view->position[j]);
+    while (k < votes->n && votes->position[k] < view->position[j]) k++;
+    double v = k < votes->n && votes->position[k] == view->position[j] ? votes->value[k] : 0.0;
     if (v > best) best = v;
   }
   return best;
@@ -185,14 +151,10 @@ static md_status snapkv_choose(void *state, const md_policy_view *view,
 
 static void snapkv_free(void *state) {
   snapkv_state *s = state;
-  for (int c = 0; s->calls && c < s->window; c++) {
-    free(s->calls[c].position);
-    free(s->calls[c].received);
-  }
+  for (int c = 0; s->calls && c < s->window; c++) md_policy_keyed_free(&s->calls[c]);
   free(s->calls);
   free(s->recent);
-  free(s->vote_position);
-  free(s->vote);
+  md_policy_keyed_free(&s->votes);
 }
 
 const md_policy_class md_policy_class_snapkv = {

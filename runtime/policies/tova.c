@@ -8,54 +8,28 @@
  * layers), and after a prefill chunk the "current query" is the chunk's
  * queries, their attention summed. No pinning, no recent window: the
  * newest token's page alone is kept by the engine. */
-#include <stdlib.h>
-
 #include "runtime/policies/policies_internal.h"
 
 typedef struct tova_state {
-  /* the last observe call's received attention, by position */
-  int64_t n, cap;
-  int64_t *position;
-  double *received;
+  md_policy_keyed received;  /* the last observe call's received attention */
 } tova_state;
 
 static void tova_reset(void *state, uint64_t seed) {
   (void)seed;
-  ((tova_state *)state)->n = 0;
+  ((tova_state *)state)->received.n = 0;
 }
 
 static md_status tova_observe(void *state, const md_policy_view *view, const float *received,
                               int64_t n_queries, md_error *err) {
   (void)n_queries;
-  tova_state *s = state;
-  if (view->n > s->cap) {
-    int64_t cap = s->cap ? s->cap : 256;
-    while (cap < view->n) cap *= 2;
-    int64_t *position = realloc(s->position, (size_t)cap * sizeof *position);
-    if (position) s->position = position;
-    double *value = realloc(s->received, (size_t)cap * sizeof *value);
-    if (value) s->received = value;
-    if (!position || !value) return md_fail(err, MD_E_NOMEM, "out of memory");
-    s->cap = cap;
-  }
-  for (int64_t i = 0; i < view->n; i++) {
-    s->position[i] = view->position[i];
-    s->received[i] = received[i];
-  }
-  s->n = view->n;
-  return MD_OK;
+  return md_policy_keyed_take(&((tova_state *)state)->received, view, received, err);
 }
 
 static double tova_score(const void *state, const md_policy_view *view, int64_t i) {
-  const tova_state *s = state;
-  return md_policy_value_at(s->position, s->received, s->n, view->position[i]);
+  return md_policy_keyed_at(&((const tova_state *)state)->received, view->position[i]);
 }
 
-static void tova_free(void *state) {
-  tova_state *s = state;
-  free(s->position);
-  free(s->received);
-}
+static void tova_free(void *state) { md_policy_keyed_free(&((tova_state *)state)->received); }
 
 const md_policy_class md_policy_class_tova = {
     .name = "tova",
