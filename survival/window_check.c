@@ -6,18 +6,16 @@
 
 #include "survival/exponential.h"
 
-md_status md_window_check_run(const md_surv_table *table, md_window_check *check, md_error *err) {
-  if (!table || table->n == 0) return md_fail(err, MD_E_INVALID, "window check: no rows");
-  double window = 0, weight = 0, censored = 0;
-  double events = 0, exposure = 0;
+md_status md_window_check_run(const md_surv_table *table, const md_surv_totals *totals,
+                              md_window_check *check, md_error *err) {
+  if (!table || table->n == 0 || !totals)
+    return md_fail(err, MD_E_INVALID, "window check: no rows");
+  double window = 0, censored = 0;
   for (size_t i = 0; i < table->n; i++) {
-    double w = table->weight[i];
     if (table->time[i] > window) window = table->time[i];
-    weight += w;
-    if (!table->event[i]) censored += w;
-    events += w * table->event[i];
-    exposure += w * (table->time[i] - table->entry[i]);
+    if (!table->event[i]) censored += table->weight[i];
   }
+  double weight = totals->weight, events = totals->events, exposure = totals->exposure;
   double cut = window / 2, events_cut = 0, exposure_cut = 0;
   for (size_t i = 0; i < table->n; i++) {
     if (table->entry[i] >= cut) continue; /* not at risk before the cut */

@@ -48,9 +48,12 @@ typedef struct md_window_check {
   const char *reason;
 } md_window_check;
 
-/* Fills `check` from a table built by md_surv_table_build. Never fails on a
- * valid table; MD_E_INVALID for a NULL or empty one. */
-md_status md_window_check_run(const md_surv_table *table, md_window_check *check, md_error *err);
+/* Fills `check` from a table built by md_surv_table_build and its totals
+ * (md_surv_table_totals: the full window's events and exposure, which the
+ * exponential fit has used too). Never fails on a valid table; MD_E_INVALID
+ * for a NULL or empty one. */
+md_status md_window_check_run(const md_surv_table *table, const md_surv_totals *totals,
+                              md_window_check *check, md_error *err);
 
 /* A sentence for a warning: what the symptom is, with the numbers
  * ("more than half ..." / "halving the window moves it from H to H'").

@@ -95,7 +95,7 @@ static md_status fit_km_part(md_region_fit *fit, const md_regions_settings *sett
 /* A half-life that follows the observation window is reported, with a
  * warning, as not identified rather than as a measurement. */
 static md_status window_check_part(md_region_fit *fit, md_warnings *warnings, md_error *err) {
-  md_status status = md_window_check_run(&fit->table, &fit->window, err);
+  md_status status = md_window_check_run(&fit->table, &fit->totals, &fit->window, err);
   if (status != MD_OK) return md_error_prefix(err, "region '%s'", fit->name);
   if (fit->window.identified || !fit->exponential.estimable) return MD_OK;
   char why[256];

@@ -497,7 +497,9 @@ static md_window_check window_check_of(size_t n, const double *time, const uint8
   md_error err = {0};
   md_window_check check = {0};
   CHECK(md_surv_table_build(&data, &table, &err) == MD_OK);
-  CHECK_MSG(md_window_check_run(&table, &check, &err) == MD_OK, "%s", err.message);
+  md_surv_totals totals;
+  md_surv_table_totals(&table, &totals);
+  CHECK_MSG(md_window_check_run(&table, &totals, &check, &err) == MD_OK, "%s", err.message);
   md_surv_table_free(&table);
   return check;
 }
@@ -556,7 +558,7 @@ static void test_window_check_by_hand(void) {
   CHECK(c.identified);
 
   md_error err = {0};
-  CHECK(md_window_check_run(NULL, &c, &err) == MD_E_INVALID);
+  CHECK(md_window_check_run(NULL, NULL, &c, &err) == MD_E_INVALID);
 }
 
 /* Simulated: a constant hazard with a half-life well inside the window is
