@@ -33,7 +33,10 @@ static void print_help(FILE *out) {
         "The BLAS's line follows: the library, the OpenBLAS core (kernel set) it runs,\n"
         "the best core for this CPU, and who chose it (the program switches to the\n"
         "best core unless OPENBLAS_CORETYPE is set; see MEMDECAY_BLAS_CORE in the\n"
-        "manual).\n"
+        "manual). The OpenMP line says how idle threads wait: unless OMP_WAIT_POLICY,\n"
+        "GOMP_SPINCOUNT or KMP_BLOCKTIME is set, the model commands (run, collect,\n"
+        "eval) bound their spinning (GOMP_SPINCOUNT=1000, KMP_BLOCKTIME=1) so that\n"
+        "they do not hold cores another busy process needs.\n"
         "\n"
         "Options:\n"
         "      --device NAME   check only this device (cpu, cuda or cuda:N), as the model\n"
@@ -110,6 +113,9 @@ int md_cmd_devices(int argc, char **argv) {
   char blas[256];
   md_device_describe_blas(blas, sizeof blas);
   fputs(blas, stdout);
+  char omp[512];
+  md_device_describe_omp_wait(omp, sizeof omp);
+  fputs(omp, stdout);
   if (!md_device_cuda_built()) {
     printf("cuda: not in this build (rebuild with nvcc installed: meson setup -Dcuda=enabled)\n");
     return MD_EXIT_OK;

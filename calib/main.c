@@ -1,8 +1,10 @@
 /* memdecay-calibrate: measures per-region KV-cache decay rates for MemDecay.
- * This file picks OpenBLAS's kernels (which may execute the program again)
- * and dispatches to the subcommands in calib/cmd_*.c. */
+ * This file picks OpenBLAS's kernels and bounds OpenMP's spinning (either
+ * may execute the program again) and dispatches to the subcommands in
+ * calib/cmd_*.c. */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,28 +56,59 @@ static void print_usage(FILE *out) {
           "Manual: man memdecay-calibrate (or man -l man/memdecay-calibrate.1).\n");
 }
 
-/* OpenBLAS's kernels, chosen before anything calls OpenBLAS
- * (kernels/device.h decides; this does what it says: warn, or set the
- * variables and execute the program again). */
-static void choose_blas_core(char **argv) {
+/* The commands whose OpenMP threads wait between parallel regions: the
+ * model commands, and devices, which reports how they wait. */
+static bool waits_in_openmp(int argc, char **argv) {
+  static const char *const names[] = {"run", "collect", "eval", "devices"};
+  for (size_t i = 0; argc > 1 && i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(argv[1], names[i])) return true;
+  return false;
+}
+
+static const char *getenv_of(const char *name) { return getenv(name); }
+
+/* Restores a variable as it was before setenv (value NULL: unset). */
+static void restore_env(const char *name, const char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+}
+
+/* What the OpenMP runtime and OpenBLAS read only when they load, chosen
+ * before anything calls them (kernels/device.h decides; this does what it
+ * says): OpenBLAS's kernels (warn, or set the variables) and the bound on
+ * OpenMP's spinning; when either set a variable, the program executes
+ * itself again, once. */
+static void choose_startup_environment(int argc, char **argv) {
   md_device_blas_startup startup;
   md_device_blas_startup_decide(&startup);
   if (startup.warning[0]) fprintf(stderr, MD_PROGRAM ": warning: %s\n", startup.warning);
-  if (!startup.reexec) return;
+  bool omp_wait = waits_in_openmp(argc, argv) && md_device_omp_wait_startup(getenv_of);
+  if (!startup.reexec && !omp_wait) return;
   /* Copies: setenv may free what getenv returned. */
   const char *coretype = getenv(MD_DEVICE_ENV_BLAS_CORETYPE), *from = getenv(MD_DEVICE_ENV_BLAS_FROM);
   char *old_coretype = coretype ? strdup(coretype) : NULL;
   char *old_from = from ? strdup(from) : NULL;
-  if (setenv(MD_DEVICE_ENV_BLAS_CORETYPE, startup.coretype, 1) == 0 &&
-      setenv(MD_DEVICE_ENV_BLAS_FROM, startup.from, 1) == 0)
-    execv("/proc/self/exe", argv);
-  /* Could not execute again: go on with the kernels loaded, and leave the
-   * variables as they were, so that nothing this program starts is misled. */
-  perror(MD_PROGRAM ": warning: cannot switch OpenBLAS's kernels, executing again failed");
-  if (old_coretype) setenv(MD_DEVICE_ENV_BLAS_CORETYPE, old_coretype, 1);
-  else unsetenv(MD_DEVICE_ENV_BLAS_CORETYPE);
-  if (old_from) setenv(MD_DEVICE_ENV_BLAS_FROM, old_from, 1);
-  else unsetenv(MD_DEVICE_ENV_BLAS_FROM);
+  bool ready = true;
+  if (startup.reexec)
+    ready = setenv(MD_DEVICE_ENV_BLAS_CORETYPE, startup.coretype, 1) == 0 &&
+            setenv(MD_DEVICE_ENV_BLAS_FROM, startup.from, 1) == 0;
+  if (ready && omp_wait)
+    ready = setenv(MD_DEVICE_ENV_GOMP_SPINCOUNT, MD_DEVICE_OMP_SPINCOUNT, 1) == 0 &&
+            setenv(MD_DEVICE_ENV_KMP_BLOCKTIME, MD_DEVICE_OMP_BLOCKTIME, 1) == 0 &&
+            setenv(MD_DEVICE_ENV_OMP_WAIT_FROM, MD_PROGRAM, 1) == 0;
+  if (ready) execv("/proc/self/exe", argv);
+  /* Could not execute again: go on with what the libraries chose when they
+   * loaded, and leave the variables as they were, so that nothing this
+   * program starts is misled. */
+  perror(MD_PROGRAM ": warning: cannot execute again to set OpenBLAS's kernels or OpenMP's "
+         "waiting");
+  restore_env(MD_DEVICE_ENV_BLAS_CORETYPE, old_coretype);
+  restore_env(MD_DEVICE_ENV_BLAS_FROM, old_from);
+  if (omp_wait) {
+    unsetenv(MD_DEVICE_ENV_GOMP_SPINCOUNT);
+    unsetenv(MD_DEVICE_ENV_KMP_BLOCKTIME);
+    unsetenv(MD_DEVICE_ENV_OMP_WAIT_FROM);
+  }
   free(old_coretype);
   free(old_from);
 }
@@ -112,7 +145,7 @@ static void catch_termination(void) {
 }
 
 static int run_command(int argc, char **argv) {
-  choose_blas_core(argv);
+  choose_startup_environment(argc, argv);
   if (argc < 2) {
     print_usage(stderr);
     return MD_EXIT_INPUT;

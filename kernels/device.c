@@ -119,6 +119,43 @@ void md_device_blas_startup_decide(md_device_blas_startup *startup) {
   snprintf(startup->from, sizeof startup->from, "%s", d.from ? d.from : "");
 }
 
+bool md_device_omp_wait_startup(const char *(*env)(const char *name)) {
+  static const char *const chosen[] = {MD_DEVICE_ENV_OMP_WAIT_POLICY, MD_DEVICE_ENV_GOMP_SPINCOUNT,
+                                       MD_DEVICE_ENV_KMP_BLOCKTIME, MD_DEVICE_ENV_OMP_WAIT_FROM};
+  for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
+    if (env(chosen[i])) return false;
+  return true;
+}
+
+void md_device_describe_omp_wait(char *text, size_t size) {
+  static const char *const names[] = {MD_DEVICE_ENV_OMP_WAIT_POLICY, MD_DEVICE_ENV_GOMP_SPINCOUNT,
+                                      MD_DEVICE_ENV_KMP_BLOCKTIME};
+  const char *from = getenv(MD_DEVICE_ENV_OMP_WAIT_FROM);
+  const char *spin = getenv(MD_DEVICE_ENV_GOMP_SPINCOUNT);
+  const char *block = getenv(MD_DEVICE_ENV_KMP_BLOCKTIME);
+  if (from && spin && block && !getenv(MD_DEVICE_ENV_OMP_WAIT_POLICY)) {
+    snprintf(text, size, "openmp: waiting threads spin %s rounds (libgomp, "
+             MD_DEVICE_ENV_GOMP_SPINCOUNT ") or %s ms (libomp, " MD_DEVICE_ENV_KMP_BLOCKTIME
+             "), then sleep (set by %s: " MD_DEVICE_ENV_OMP_WAIT_POLICY ", "
+             MD_DEVICE_ENV_GOMP_SPINCOUNT " and " MD_DEVICE_ENV_KMP_BLOCKTIME " were unset)\n",
+             spin, block, from);
+    return;
+  }
+  char set[256] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *value = getenv(names[i]);
+    if (!value || used >= sizeof set) continue;
+    int n = snprintf(set + used, sizeof set - used, "%s%s=%s", used ? ", " : "", names[i], value);
+    if (n > 0) used += (size_t)n;
+  }
+  if (used)
+    snprintf(text, size, "openmp: waiting as the environment says (%s)\n", set);
+  else
+    snprintf(text, size, "openmp: the runtime's default waiting (" MD_DEVICE_ENV_GOMP_SPINCOUNT
+             " could not be set)\n");
+}
+
 void md_device_describe_blas(char *text, size_t size) {
   md_blas_env env = blas_env();
   const char *core = md_blas_core_current();

@@ -79,6 +79,34 @@ typedef struct md_device_blas_startup {
  * one more. */
 void md_device_blas_startup_decide(md_device_blas_startup *startup);
 
+/* The OpenMP runtime's waiting threads (md_device_omp_wait_startup). After
+ * a parallel region libgomp's threads spin 300,000 rounds (milliseconds)
+ * before they sleep, libomp's for 200 ms: on cores shared with another busy
+ * process (a second run, a training job) they hold the cores the other
+ * needs, and both slow down several times over. The program bounds the
+ * spin unless the user chose: the runtime reads these variables only when
+ * it loads, so the program sets them and executes itself again. */
+#define MD_DEVICE_ENV_OMP_WAIT_POLICY "OMP_WAIT_POLICY"
+#define MD_DEVICE_ENV_GOMP_SPINCOUNT "GOMP_SPINCOUNT"
+#define MD_DEVICE_ENV_KMP_BLOCKTIME "KMP_BLOCKTIME"
+#define MD_DEVICE_ENV_OMP_WAIT_FROM "MD_OMP_WAIT_FROM"
+/* The bound: 1,000 rounds of libgomp's spin (tens of microseconds, enough
+ * for the gap between one region and the next of a step; libgomp's own
+ * count when it knows the cores are oversubscribed), 1 ms for libomp (its
+ * smallest non-zero block time in whole milliseconds). */
+#define MD_DEVICE_OMP_SPINCOUNT "1000"
+#define MD_DEVICE_OMP_BLOCKTIME "1"
+
+/* True when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME and
+ * MD_OMP_WAIT_FROM is set: the program should set GOMP_SPINCOUNT and
+ * KMP_BLOCKTIME to the bound, MD_OMP_WAIT_FROM to its name, and execute
+ * itself again. `env` looks a variable up (getenv; tests pass their own). */
+bool md_device_omp_wait_startup(const char *(*env)(const char *name));
+
+/* The OpenMP line of `devices`: how waiting threads wait and who chose it,
+ * ending in '\n'; truncated to size. */
+void md_device_describe_omp_wait(char *text, size_t size);
+
 /* The BLAS line of `devices`: the library, the core it runs, the best core
  * for this CPU and who chose it, ending in '\n'; truncated to size. */
 void md_device_describe_blas(char *text, size_t size);

@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,18 +137,31 @@ static void remove_stale(const char *path) {
  * and our lock: then the lock is refused, or taken on a file no longer
  * named, and a new name is drawn. Where the file system has no locks the
  * file is kept unlocked (sweepers cannot lock it either, so it is never
- * taken for stale). */
+ * taken for stale). The temporary is tracked for md_atomic_remove_pending
+ * as soon as it exists, with the termination signals held back in this
+ * thread until then: a SIGTERM between the file's creation and its
+ * tracking would leave it behind. */
 static int create_locked(char *temp_path, const char *pattern) {
+  sigset_t termination, previous;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  sigaddset(&termination, SIGINT);
+  sigaddset(&termination, SIGHUP);
   for (int attempt = 0; attempt < 16; attempt++) {
     strcpy(temp_path, pattern);
+    bool held = pthread_sigmask(SIG_BLOCK, &termination, &previous) == 0;
     int fd = mkstemp(temp_path);
+    if (fd >= 0) track(temp_path);
+    if (held) pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (fd < 0) return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK && errno != EINTR) return fd; /* no locks here */
+      untrack(temp_path);
       close(fd);
       continue;
     }
     if (still_named(fd, temp_path)) return fd;
+    untrack(temp_path);
     close(fd);
   }
   errno = EAGAIN;
@@ -175,7 +190,6 @@ md_status md_atomic_open(md_atomic_file *file, const char *path, md_error *err) 
     return md_fail(err, MD_E_IO, "%s: cannot create a temporary file beside it: %s", path,
                    strerror(saved));
   }
-  track(file->temp_path);
   file->fp = fdopen(fd, "wb");
   if (!file->fp) {
     int saved = errno;
