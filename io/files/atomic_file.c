@@ -140,7 +140,9 @@ static void remove_stale(const char *path) {
  * taken for stale). The temporary is tracked for md_atomic_remove_pending
  * as soon as it exists, with the termination signals held back in this
  * thread until then: a SIGTERM between the file's creation and its
- * tracking would leave it behind. */
+ * tracking would leave it behind. (Another thread of the process may still
+ * take the signal in those few instructions; the next writer of the output
+ * then removes the dead writer's unlocked temporary, remove_stale.) */
 static int create_locked(char *temp_path, const char *pattern) {
   sigset_t termination, previous;
   sigemptyset(&termination);
