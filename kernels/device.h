@@ -80,20 +80,22 @@ typedef struct md_device_blas_startup {
 void md_device_blas_startup_decide(md_device_blas_startup *startup);
 
 /* The OpenMP runtime's waiting threads (md_device_omp_wait_startup). After
- * a parallel region libgomp's threads spin 300,000 rounds (milliseconds)
- * before they sleep, libomp's for 200 ms: on cores shared with another busy
- * process (a second run, a training job) they hold the cores the other
- * needs, and both slow down several times over. The program bounds the
- * spin unless the user chose: the runtime reads these variables only when
- * it loads, so the program sets them and executes itself again. */
+ * a parallel region idle threads spin before they sleep, by default for
+ * milliseconds (libgomp's GOMP_SPINCOUNT, libomp's KMP_BLOCKTIME; their
+ * defaults are in memdecay-calibrate(1), ENVIRONMENT): on cores shared with
+ * another busy process (a second run, a training job) they hold the cores
+ * the other needs, and both slow down. The program bounds the spin unless
+ * the user chose: the runtime reads these variables only when it loads, so
+ * the program sets them and executes itself again. */
 #define MD_DEVICE_ENV_OMP_WAIT_POLICY "OMP_WAIT_POLICY"
 #define MD_DEVICE_ENV_GOMP_SPINCOUNT "GOMP_SPINCOUNT"
 #define MD_DEVICE_ENV_KMP_BLOCKTIME "KMP_BLOCKTIME"
 #define MD_DEVICE_ENV_OMP_WAIT_FROM "MD_OMP_WAIT_FROM"
-/* The bound: 1,000 rounds of libgomp's spin (tens of microseconds, enough
- * for the gap between one region and the next of a step; libgomp's own
- * count when it knows the cores are oversubscribed), 1 ms for libomp (its
- * smallest non-zero block time in whole milliseconds). */
+/* The bound: short enough that idle threads sleep soon after their
+ * process's work stops, long enough to catch the next parallel region of
+ * the same step (libgomp uses this count itself when it knows the cores are
+ * oversubscribed); libomp's block time is in whole milliseconds, so its
+ * smallest non-zero value. bench/shared_cores.sh measures the choice. */
 #define MD_DEVICE_OMP_SPINCOUNT "1000"
 #define MD_DEVICE_OMP_BLOCKTIME "1"
 

@@ -21,8 +21,8 @@
 #define MD_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 
 /* The register-blocked products (MD_DEFINE_MATVEC_ROWS_AVX512) go without
- * UBSan's pointer-overflow check: with it, clang's sanitized build spends
- * about a minute optimising their six unrolled instances. Their loads and
+ * UBSan's pointer-overflow check: with it, optimising their six unrolled
+ * instances is most of clang's sanitized build of this file. Their loads and
  * stores keep ASan's checks, and avx512_emulated runs them against guard
  * pages. */
 #if defined(__has_attribute)
