@@ -65,8 +65,6 @@ static bool waits_in_openmp(int argc, char **argv) {
   return false;
 }
 
-static const char *getenv_of(const char *name) { return getenv(name); }
-
 /* Restores a variable as it was before setenv (value NULL: unset). */
 static void restore_env(const char *name, const char *value) {
   if (value) setenv(name, value, 1);
@@ -82,7 +80,7 @@ static void choose_startup_environment(int argc, char **argv) {
   md_device_blas_startup startup;
   md_device_blas_startup_decide(&startup);
   if (startup.warning[0]) fprintf(stderr, MD_PROGRAM ": warning: %s\n", startup.warning);
-  bool omp_wait = waits_in_openmp(argc, argv) && md_device_omp_wait_startup(getenv_of);
+  bool omp_wait = waits_in_openmp(argc, argv) && md_device_omp_wait_startup();
   if (!startup.reexec && !omp_wait) return;
   /* Copies: setenv may free what getenv returned. */
   const char *coretype = getenv(MD_DEVICE_ENV_BLAS_CORETYPE), *from = getenv(MD_DEVICE_ENV_BLAS_FROM);

@@ -119,17 +119,18 @@ void md_device_blas_startup_decide(md_device_blas_startup *startup) {
   snprintf(startup->from, sizeof startup->from, "%s", d.from ? d.from : "");
 }
 
-bool md_device_omp_wait_startup(const char *(*env)(const char *name)) {
-  static const char *const chosen[] = {MD_DEVICE_ENV_OMP_WAIT_POLICY, MD_DEVICE_ENV_GOMP_SPINCOUNT,
-                                       MD_DEVICE_ENV_KMP_BLOCKTIME, MD_DEVICE_ENV_OMP_WAIT_FROM};
-  for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
-    if (env(chosen[i])) return false;
-  return true;
+/* The variables by which a user chooses how OpenMP's idle threads wait. */
+static const char *const omp_wait_settings[] = {
+    MD_DEVICE_ENV_OMP_WAIT_POLICY, MD_DEVICE_ENV_GOMP_SPINCOUNT, MD_DEVICE_ENV_KMP_BLOCKTIME};
+enum { n_omp_wait_settings = sizeof omp_wait_settings / sizeof omp_wait_settings[0] };
+
+bool md_device_omp_wait_startup(void) {
+  for (int i = 0; i < n_omp_wait_settings; i++)
+    if (getenv(omp_wait_settings[i])) return false;
+  return getenv(MD_DEVICE_ENV_OMP_WAIT_FROM) == NULL;
 }
 
 void md_device_describe_omp_wait(char *text, size_t size) {
-  static const char *const names[] = {MD_DEVICE_ENV_OMP_WAIT_POLICY, MD_DEVICE_ENV_GOMP_SPINCOUNT,
-                                      MD_DEVICE_ENV_KMP_BLOCKTIME};
   const char *from = getenv(MD_DEVICE_ENV_OMP_WAIT_FROM);
   const char *spin = getenv(MD_DEVICE_ENV_GOMP_SPINCOUNT);
   const char *block = getenv(MD_DEVICE_ENV_KMP_BLOCKTIME);
@@ -143,10 +144,11 @@ void md_device_describe_omp_wait(char *text, size_t size) {
   }
   char set[256] = "";
   size_t used = 0;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    const char *value = getenv(names[i]);
+  for (int i = 0; i < n_omp_wait_settings; i++) {
+    const char *value = getenv(omp_wait_settings[i]);
     if (!value || used >= sizeof set) continue;
-    int n = snprintf(set + used, sizeof set - used, "%s%s=%s", used ? ", " : "", names[i], value);
+    int n = snprintf(set + used, sizeof set - used, "%s%s=%s", used ? ", " : "",
+                     omp_wait_settings[i], value);
     if (n > 0) used += (size_t)n;
   }
   if (used)

@@ -100,10 +100,10 @@ void md_device_blas_startup_decide(md_device_blas_startup *startup);
 #define MD_DEVICE_OMP_BLOCKTIME "1"
 
 /* True when none of OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME and
- * MD_OMP_WAIT_FROM is set: the program should set GOMP_SPINCOUNT and
- * KMP_BLOCKTIME to the bound, MD_OMP_WAIT_FROM to its name, and execute
- * itself again. `env` looks a variable up (getenv; tests pass their own). */
-bool md_device_omp_wait_startup(const char *(*env)(const char *name));
+ * MD_OMP_WAIT_FROM is set in the environment: the program should set
+ * GOMP_SPINCOUNT and KMP_BLOCKTIME to the bound, MD_OMP_WAIT_FROM to its
+ * name, and execute itself again. */
+bool md_device_omp_wait_startup(void);
 
 /* The OpenMP line of `devices`: how waiting threads wait and who chose it,
  * ending in '\n'; truncated to size. */
