@@ -464,19 +464,8 @@ static double token_score(const md_policy *p, const md_policy_view *view, int64_
   return p->cls->score ? p->cls->score(p->state, view, i) : 0;
 }
 
-/* Index of the first cached token with position >= `position`. */
-static int64_t lower_bound(const md_policy *p, int64_t position) {
-  int64_t lo = 0, hi = p->n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (p->pos[mid] < position) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 double md_policy_token_score(const md_policy *p, int64_t position) {
-  int64_t i = lower_bound(p, position);
+  int64_t i = md_policy_position_lower_bound(p->pos, p->n, position);
   if (i >= p->n || p->pos[i] != position) return NAN;
   md_policy_view view = view_of(p);
   return token_score(p, &view, i);
@@ -488,7 +477,8 @@ double md_policy_page_score(const md_policy *p, int64_t page) {
   md_policy_view view = view_of(p);
   double sum = 0;
   int64_t count = 0;
-  for (int64_t i = lower_bound(p, page * p->page_size); i < p->n && p->pos[i] < end; i++) {
+  int64_t first = md_policy_position_lower_bound(p->pos, p->n, page * p->page_size);
+  for (int64_t i = first; i < p->n && p->pos[i] < end; i++) {
     sum += token_score(p, &view, i);
     count++;
   }

@@ -80,6 +80,19 @@ typedef struct md_policy_view {
   double pooled_lambda;
 } md_policy_view;
 
+/* The index of the first of positions[0 .. n-1] (ascending, as a view's
+ * are) that is >= position; n when none. */
+static inline int64_t md_policy_position_lower_bound(const int64_t *positions, int64_t n,
+                                                     int64_t position) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (positions[mid] < position) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* A page with cached tokens: a run of tokens with one position / page_size. */
 typedef struct md_policy_page {
   int64_t page;       /* position / page_size */

@@ -27,18 +27,11 @@ md_status md_policy_keyed_take(md_policy_keyed *k, const md_policy_view *view,
 }
 
 int64_t md_policy_keyed_lower_bound(const md_policy_keyed *k, int64_t position) {
-  int64_t lo = 0, hi = k->n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (k->position[mid] < position) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return md_policy_position_lower_bound(k->position, k->n, position);
 }
 
 double md_policy_keyed_at(const md_policy_keyed *k, int64_t position) {
-  int64_t at = md_policy_keyed_lower_bound(k, position);
-  return at < k->n && k->position[at] == position ? k->value[at] : 0.0;
+  return md_policy_keyed_value(k, md_policy_keyed_lower_bound(k, position), position);
 }
 
 void md_policy_keyed_free(md_policy_keyed *k) {

@@ -63,6 +63,11 @@ md_status md_policy_keyed_take(md_policy_keyed *k, const md_policy_view *view,
 int64_t md_policy_keyed_lower_bound(const md_policy_keyed *k, int64_t position);
 /* The value stored for position; 0 when absent. */
 double md_policy_keyed_at(const md_policy_keyed *k, int64_t position);
+/* The same, given the position's lower bound `at` (found by
+ * md_policy_keyed_lower_bound or kept by a cursor). */
+static inline double md_policy_keyed_value(const md_policy_keyed *k, int64_t at, int64_t position) {
+  return at < k->n && k->position[at] == position ? k->value[at] : 0.0;
+}
 void md_policy_keyed_free(md_policy_keyed *k);
 
 #endif

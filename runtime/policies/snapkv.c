@@ -110,17 +110,17 @@ static double snapkv_score(const void *state, const md_policy_view *view, int64_
   const md_policy_keyed *votes = &s->votes;
   int64_t at = view->position[i];
   int64_t origin = md_policy_keyed_lower_bound(votes, at);
-  double best = origin < votes->n && votes->position[origin] == at ? votes->value[origin] : 0.0;
+  double best = md_policy_keyed_value(votes, origin, at);
   int64_t k = origin;  /* kept at the first vote at or after each neighbour's position */
   for (int64_t j = i - 1; j >= 0 && at - view->position[j] <= s->half_width; j--) {
     while (k > 0 && votes->position[k - 1] >= view->position[j]) k--;
-    double v = k < votes->n && votes->position[k] == view->position[j] ? votes->value[k] : 0.0;
+    double v = md_policy_keyed_value(votes, k, view->position[j]);
     if (v > best) best = v;
   }
   k = origin;
   for (int64_t j = i + 1; j < view->n && view->position[j] - at <= s->half_width; j++) {
     while (k < votes->n && votes->position[k] < view->position[j]) k++;
-    double v = k < votes->n && votes->position[k] == view->position[j] ? votes->value[k] : 0.0;
+    double v = md_policy_keyed_value(votes, k, view->position[j]);
     if (v > best) best = v;
   }
   return best;
