@@ -27,3 +27,5 @@ rm -rf "$work"
   --traces data/traces/agent-450.jsonl --config data/golden/qwen2-tiny-agent-450.json \
   -o data/golden/qwen2-tiny-agent-450.first6.eval.json --reproducible -q --max-episodes 6 \
   --exact-gemm
+# The export goldens follow the config: data/golden/export/regenerate.sh.
+data/golden/export/regenerate.sh "$build/calib/memdecay-calibrate"

@@ -10,8 +10,10 @@ model.safetensors, tokenizer.json, tokenizer_config.json). Needs torch (CPU),
 transformers 5.x, tokenizers and safetensors; data/models/README.md states
 the recipe, the time it takes and the losses it reached, and the command
 lines of the other checkpoints (--hidden, --layers, --heads, --kv-heads,
---intermediate, --corpus, --epochs, --steps, --lr, --answer-weight, --out;
-without options the script makes qwen2-tiny as committed).
+--intermediate, --corpus, --epochs, --steps, --lr, --answer-weight,
+--drill-steps, --copy-drills, --out; without options the script makes
+qwen2-tiny as committed). --work DIR keeps the generated corpus and the
+state after the copying phase, and reuses them on the next run.
 --measure-only measures an existing checkpoint (--out) without training.
 
 1. Tokenizer: Qwen2.5's, derived from the Qwen3 files in data/tokenizer/qwen/
@@ -32,6 +34,17 @@ without options the script makes qwen2-tiny as committed).
    the full-vocabulary model, i.e. the softmax also holds (151936 - compact)
    logits fixed at 0, so training pushes the logits of real next tokens far
    above 0 and greedy decoding does not pick an unused id.
+   Training runs in two phases. First a copying phase (drill_curriculum):
+   short synthetic sequences that state facts ("The cost centre is
+   CC-7863.", a JSON field, ...; keys are the corpus's probe key phrases,
+   values drawn like the probes' answers) and ask for some of them, a
+   single fact per sequence at first and one more allowed every
+   --drill-grow steps (a model trained on the corpus alone, or on many-fact
+   drills from the start, did not learn to copy a value out of its
+   context; data/models/README.md has the runs). Then the corpus, with drills mixed in
+   (--copy-drills), the answer tokens weighted (--answer-weight) and the
+   attention-entropy term. The log reports held-out drills and held-out
+   agent-450 probe answers (teacher forced) every 100 steps.
 4. Export in BF16, like the published Qwen2.5 checkpoints, with config.json
    in their published form; then the held-out losses are measured on the
    exported files with transformers.
@@ -89,9 +102,10 @@ ARCHITECTURE = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=4, 
 # corpus (the shipped traces use seeds 450 and 1700).
 CORPORA = [(450, 2500, 7), (1700, 700, 8)]
 
-TRAIN = dict(seed=1234, epochs=1, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
+TRAIN = dict(seed=1234, epochs=2, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
              weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
-             entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=1.0, copy_drills=0)
+             entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=5.0, copy_drills=2000,
+             drill_steps=3000, drill_batch=32, drill_grow=150, drill_facts=16, held_drills=200)
 
 
 # ---- tokenizer ------------------------------------------------------------------
@@ -255,35 +269,65 @@ def drill_value(rng):
     if kind == 3:
         return "".join(rng.choice(DRILL_LETTERS + "23456789") for _ in range(6))
     if kind == 4:
-        sys.path.insert(0, os.path.dirname(GENERATOR))
+        if os.path.dirname(GENERATOR) not in sys.path:
+            sys.path.insert(0, os.path.dirname(GENERATOR))
         import domains  # the generator's name lists
         return f"{rng.choice(domains.FIRST_NAMES)} {rng.choice(domains.LAST_NAMES)}"
     return f"{rng.randint(10, 999)} EUR"
 
 
-def copy_drills(encoder, keys, count, seed):
-    """Short sequences that teach looking a value up by its key phrase and
-    copying it: a system message of 8 to 24 facts "The KEY is VALUE." (keys
-    from the corpus's probe key phrases, each once, values drawn), then
-    questions about 4 of them with their answers, in the ChatML of the
-    episodes' probes. The items have the episodes' form (no continuation)."""
+# How a drill states a fact and asks for it: the forms the episodes use (a
+# key phrase, then within a few words its value; running text or a JSON
+# field) and questions that repeat the key phrase. A JSON value follows a
+# quote, so its answer is copied without the space before it (as
+# answer_as_in_context does for the episodes).
+DRILL_FACTS = ["The {k} is {v}.", "Note the {k} of {v}.", "{K}: {v}.", '"{k}": "{v}",', "Use {k} {v} here.",
+               "The {k} was set to {v}."]
+DRILL_QUESTIONS = ["What is the {k}?", "Which {k} was given?", "What {k} does the text state?",
+                   "Tell me the {k}.", "What {k} did the agent use?"]
+
+
+def copy_drill(encoder, keys, rng, most):
+    """One short sequence that teaches looking a value up by its key phrase
+    and copying it: a system message of 1 to `most` facts (keys from the
+    corpus's probe key phrases, each once, values drawn, forms from
+    DRILL_FACTS), then questions about up to 4 of them with their answers,
+    in the ChatML of the episodes' probes. The item has the episodes' form
+    (no continuation)."""
+    chosen = rng.sample(keys, rng.randint(max(1, most // 2), most))
+    facts = [(key, drill_value(rng), rng.choice(DRILL_FACTS)) for key in chosen]
+    context = "<|im_start|>system\n" + " ".join(
+        form.format(k=k, K=k[:1].upper() + k[1:], v=v) for k, v, form in facts) + "<|im_end|>\n"
+    ids = encoder.encode(context).ids
+    item = {"continuation": (len(ids), len(ids)), "answers": []}
+    for key, value, form in rng.sample(facts, min(4, len(facts))):
+        question = rng.choice(DRILL_QUESTIONS).format(k=key)
+        ids += encoder.encode(f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n").ids
+        answer = encoder.encode(value if form.startswith('"') else " " + value).ids
+        item["answers"].append((len(ids), len(ids) + len(answer)))
+        ids += answer + encoder.encode("<|im_end|>\n").ids
+    item["ids"] = ids
+    return item
+
+
+def copy_drills(encoder, keys, count, seed, most=24):
+    """`count` drills of up to `most` facts each."""
     rng = random.Random(seed)
     keys = sorted(keys)
-    items = []
-    for _ in range(count):
-        chosen = rng.sample(keys, rng.randint(8, min(24, len(keys))))
-        facts = [(key, drill_value(rng)) for key in chosen]
-        context = "<|im_start|>system\n" + " ".join(f"The {k} is {v}." for k, v in facts) + "<|im_end|>\n"
-        ids = encoder.encode(context).ids
-        item = {"continuation": (len(ids), len(ids)), "answers": []}
-        for key, value in rng.sample(facts, 4):
-            ids += encoder.encode(f"<|im_start|>user\nWhat is the {key}?<|im_end|>\n<|im_start|>assistant\n").ids
-            answer = encoder.encode(" " + value).ids
-            item["answers"].append((len(ids), len(ids) + len(answer)))
-            ids += answer + encoder.encode("<|im_end|>\n").ids
-        item["ids"] = ids
-        items.append(item)
-    return items
+    return [copy_drill(encoder, keys, rng, min(most, len(keys))) for _ in range(count)]
+
+
+def drill_curriculum(encoder, keys, steps, per_step, grow, seed, most=16):
+    """The copying phase that precedes the corpus: `steps` batches of
+    `per_step` drills, the first ones of a single fact (the answer is the
+    only value in the context: the model learns to copy), one more fact
+    allowed every `grow` steps up to `most` (it learns to look the value up
+    by its key). Without the single-fact start the look-up is not learned
+    (data/models/README.md)."""
+    rng = random.Random(seed)
+    keys = sorted(keys)
+    return [[copy_drill(encoder, keys, rng, min(most, 1 + step // grow)) for _ in range(per_step)]
+            for step in range(steps)]
 
 
 # ---- model ------------------------------------------------------------------------
@@ -394,10 +438,15 @@ def collate(sequences, pad):
     return inputs, targets
 
 
-def learning_rate(step, total):
+def learning_rate(step, total, constant=0):
+    """Linear warm-up, then the peak rate for the first `constant` steps (the
+    copying phase), then a cosine to min_lr at `total`."""
     if step < TRAIN["warmup"]:
         return TRAIN["lr"] * (step + 1) / TRAIN["warmup"]
-    progress = (step - TRAIN["warmup"]) / max(1, total - TRAIN["warmup"])
+    start = max(TRAIN["warmup"], constant)
+    if step < start:
+        return TRAIN["lr"]
+    progress = (step - start) / max(1, total - start)
     return TRAIN["min_lr"] + 0.5 * (TRAIN["lr"] - TRAIN["min_lr"]) * (1 + math.cos(math.pi * progress))
 
 
@@ -432,7 +481,15 @@ def evaluate(model, sequences, unused, budget, answers):
     return total / count, right, asked
 
 
-def train(sequences, held_out, vocab_size, log, answers=None, held_answers=None):
+def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_batches=(), held_drills=None,
+          checkpoint=None):
+    """The copying phase (drill_batches: batches of (ids, answers), no
+    entropy term), then the corpus (sequences) with the entropy term; the
+    answer tokens weighted by answer_weight in both. With `checkpoint` (a
+    path), the state after the copying phase is saved there, or, when the
+    file exists, loaded from it instead of running that phase again (the
+    same result: nothing in the corpus phase depends on how it was
+    reached)."""
     unused = VOCAB_SIZE - vocab_size
     torch.manual_seed(TRAIN["seed"])
     model = Qwen2ForCausalLM(qwen2_config(vocab_size, "sdpa_entropy"))
@@ -443,39 +500,69 @@ def train(sequences, held_out, vocab_size, log, answers=None, held_answers=None)
     plan = [b for _ in range(TRAIN["epochs"]) for b in make_batches(lengths, TRAIN["batch_tokens"], rng)]
     if TRAIN["steps"] is not None:
         plan = plan[:TRAIN["steps"]]
-    weighted = TRAIN["answer_weight"] != 1.0
-    log(f"training: {len(sequences)} episodes, {sum(lengths)} tokens, {len(plan)} steps, "
-        f"compact vocabulary {vocab_size}, {sum(p.numel() for p in model.parameters())} parameters")
+    phases = [("drills", list(batch)) for batch in drill_batches]
+    phases += [("corpus", [(sequences[i], answers[i]) for i in batch]) for batch in plan]
+    total, constant = len(phases), len(drill_batches)
+    log(f"training: {len(drill_batches)} copying steps ({sum(len(b) for b in drill_batches)} drills, "
+        f"{sum(len(ids) for b in drill_batches for ids, _ in b)} tokens), then {len(sequences)} sequences, "
+        f"{sum(lengths)} tokens, {len(plan)} steps; compact vocabulary {vocab_size}, "
+        f"{sum(p.numel() for p in model.parameters())} parameters")
+
+    def held_line(step):
+        parts = []
+        if held_drills:
+            _, right, asked = evaluate(model, held_drills[0], unused, 8192, held_drills[1])
+            parts.append(f"held-out drills right (teacher forced) {right}/{asked}")
+        if step > constant:
+            loss_held, right, asked = evaluate(model, held_out, unused, 8192, held_answers)
+            parts.append(f"held-out agent-450: loss {loss_held:.4f}, probe answers right (teacher forced) "
+                         f"{right}/{asked}")
+        log(f"step {step:4d}  " + "; ".join(parts))
+
     start, cpu_start, seen, window = time.time(), time.process_time(), 0, []
-    for step, batch in enumerate(plan):
+    first = 0
+    if checkpoint and constant and os.path.exists(checkpoint):
+        state = torch.load(checkpoint)
+        assert state["steps"] == constant and state["vocab_size"] == vocab_size, "checkpoint of another run"
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        first = constant
+        log(f"copying phase loaded from {checkpoint}")
+        held_line(constant)
+    for step, (phase, batch) in enumerate(phases):
+        if step < first:
+            continue
+        if step == constant:
+            window = []  # the log's means are of one phase
+        if checkpoint and constant and step == constant and first == 0:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "steps": constant,
+                        "vocab_size": vocab_size}, checkpoint + ".tmp")
+            os.replace(checkpoint + ".tmp", checkpoint)
         for group in opt.param_groups:
-            group["lr"] = learning_rate(step, len(plan))
-        inputs, targets = collate([sequences[i] for i in batch], 0)
-        rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
-        set_entropy_rows(model, rows)
-        if weighted:
-            weights = answer_weights([answers[i] for i in batch], inputs.shape[1], TRAIN["answer_weight"])
-            loss, n, objective = full_vocab_loss(model, inputs, targets, unused, weights)
+            group["lr"] = learning_rate(step, total, constant)
+        inputs, targets = collate([ids for ids, _ in batch], 0)
+        weights = answer_weights([spans for _, spans in batch], inputs.shape[1], TRAIN["answer_weight"])
+        if phase == "corpus":
+            rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
+            set_entropy_rows(model, rows)
         else:
-            loss, n = full_vocab_loss(model, inputs, targets, unused)
-            objective = loss
-        entropy = mean_entropy(model, rows, targets)
+            set_entropy_rows(model, None)
+        loss, n, objective = full_vocab_loss(model, inputs, targets, unused, weights)
+        entropy = mean_entropy(model, rows, targets) if phase == "corpus" else torch.zeros(())
         opt.zero_grad(set_to_none=True)
         (objective + TRAIN["entropy_weight"] * entropy).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["grad_clip"])
         opt.step()
         seen += n
         window.append((loss.item(), entropy.item()))
-        if (step + 1) % TRAIN["log_every"] == 0 or step + 1 == len(plan):
-            log(f"step {step + 1:4d}/{len(plan)}  loss {sum(w[0] for w in window) / len(window):.4f}  "
+        if (step + 1) % TRAIN["log_every"] == 0 or step + 1 == total:
+            log(f"step {step + 1:4d}/{total} {phase:7s} loss {sum(w[0] for w in window) / len(window):.4f}  "
                 f"attention entropy {sum(w[1] for w in window) / len(window):.3f}  "
-                f"lr {learning_rate(step, len(plan)):.2e}  tokens {seen}  {time.time() - start:.0f} s "
+                f"lr {learning_rate(step, total, constant):.2e}  tokens {seen}  {time.time() - start:.0f} s "
                 f"(CPU {time.process_time() - cpu_start:.0f} s)")
             window = []
-        if (step + 1) % TRAIN["eval_every"] == 0:
-            loss_held, right, asked = evaluate(model, held_out, unused, 8192, held_answers)
-            log(f"step {step + 1:4d}  held-out agent-450: loss {loss_held:.4f}, probe answers right "
-                f"(teacher forced) {right}/{asked}")
+        if (step + 1) % TRAIN["eval_every"] == 0 or step + 1 in (constant, total):
+            held_line(step + 1)
     return model
 
 
@@ -648,7 +735,8 @@ def corpus_spec(text):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join(HERE, "qwen2-tiny"))
-    parser.add_argument("--work", help="keep the generated corpus here (default: a temporary folder)")
+    parser.add_argument("--work", help="keep the generated corpus and the state after the copying phase "
+                                       "here, and reuse them (default: a temporary folder)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--log", help="also write the log to this file")
     parser.add_argument("--hidden", type=int, default=ARCHITECTURE["hidden_size"])
@@ -671,6 +759,13 @@ def main(argv=None):
                         help="weight of the attention-entropy term of the objective")
     parser.add_argument("--copy-drills", type=int, default=TRAIN["copy_drills"],
                         help="short look-up-and-copy sequences mixed into the corpus (copy_drills)")
+    parser.add_argument("--drill-steps", type=int, default=TRAIN["drill_steps"],
+                        help="steps of the copying phase before the corpus (drill_curriculum; 0: none)")
+    parser.add_argument("--drill-batch", type=int, default=TRAIN["drill_batch"], help="drills per copying step")
+    parser.add_argument("--drill-grow", type=int, default=TRAIN["drill_grow"],
+                        help="copying steps per added fact")
+    parser.add_argument("--drill-facts", type=int, default=TRAIN["drill_facts"],
+                        help="most facts per drill in the copying phase")
     parser.add_argument("--no-probes", action="store_true", help="skip the greedy probe measurement")
     parser.add_argument("--measure-only", action="store_true",
                         help="only measure the checkpoint in --out (writes nothing there)")
@@ -679,7 +774,9 @@ def main(argv=None):
                         num_key_value_heads=args.kv_heads, intermediate_size=args.intermediate)
     TRAIN.update(epochs=args.epochs, steps=args.steps, batch_tokens=args.batch_tokens, lr=args.lr,
                  min_lr=args.min_lr, warmup=args.warmup, answer_weight=args.answer_weight,
-                 copy_drills=args.copy_drills, entropy_weight=args.entropy_weight)
+                 copy_drills=args.copy_drills, entropy_weight=args.entropy_weight,
+                 drill_steps=args.drill_steps, drill_batch=args.drill_batch, drill_grow=args.drill_grow,
+                 drill_facts=args.drill_facts)
     if args.corpus:
         CORPORA[:] = args.corpus
     assert all(seed not in (450, 1700) for _, _, seed in CORPORA), "seeds 450 and 1700 are held out"
@@ -708,23 +805,32 @@ def main(argv=None):
         begin = time.time()
         corpora = [encode_file(encoder, path, seed) for path, (_, _, seed) in zip(make_corpora(work), CORPORA)]
         held = [encode_file(encoder, path, 0) for path in HELD_OUT]
+        keys = {key for path in make_corpora(work) for episode in read_jsonl(path)
+                for key in episode["meta"]["probe_keys"].values()}
         if TRAIN["copy_drills"]:
-            keys = {key for path in make_corpora(work) for episode in read_jsonl(path)
-                    for key in episode["meta"]["probe_keys"].values()}
-            corpora.append(copy_drills(encoder, keys, TRAIN["copy_drills"], TRAIN["seed"]))
+            corpora.append(copy_drills(encoder, keys, TRAIN["copy_drills"], TRAIN["seed"], TRAIN["drill_facts"]))
+        curriculum = drill_curriculum(encoder, keys, TRAIN["drill_steps"], TRAIN["drill_batch"],
+                                      TRAIN["drill_grow"], TRAIN["seed"] + 1, TRAIN["drill_facts"])
+        held_drills = copy_drills(encoder, keys, TRAIN["held_drills"], TRAIN["seed"] + 2, TRAIN["drill_facts"])
         log(f"corpus generated and tokenised in {time.time() - begin:.0f} s")
     train_items = [item for items in corpora for item in items]
-    vocab = sorted({i for items in corpora + held for item in items for i in item["ids"]})
+    vocab = sorted({i for items in corpora + held + [held_drills] for item in items for i in item["ids"]}
+                   | {i for batch in curriculum for item in batch for i in item["ids"]})
     index = {token: k for k, token in enumerate(vocab)}
     compact = [[index[i] for i in item["ids"]] for item in train_items]
     compact_held = [[index[i] for i in item["ids"]] for item in held[0]]
+    drill_batches = [[([index[i] for i in item["ids"]], item["answers"]) for item in batch] for batch in curriculum]
+    compact_drills = ([[index[i] for i in item["ids"]] for item in held_drills], [item["answers"] for item in held_drills])
     begin, cpu_begin = time.time(), time.process_time()
     model = train(compact, compact_held, len(vocab), log, [item["answers"] for item in train_items],
-                  [item["answers"] for item in held[0]])
+                  [item["answers"] for item in held[0]], drill_batches, compact_drills,
+                  os.path.join(args.work, "copying-{drill_steps}-{drill_batch}-{drill_grow}-{drill_facts}-{lr}-{hidden}.pt"
+                               .format(hidden=args.hidden, **TRAIN)) if args.work else None)
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
     export(model, vocab, args.out)
-    sample = random.Random(0).sample(train_items, 24)
+    episodes = [item for items in corpora[:len(CORPORA)] for item in items]
+    sample = random.Random(0).sample(episodes, min(24, len(episodes)))
     measure(args.out, {"train (24 episodes)": sample, "held-out agent-450": held[0],
                        "held-out agent-1700": held[1]}, log)
     if not args.no_probes:

@@ -50,7 +50,7 @@ for format in trtllm vllm sglang dynamo; do
 done
 
 # The clamp is warned about, naming request, region, tokens and priorities.
-run vllm_warns -- --stderr 'warning: request "ep450-000-travel": region plan, tokens \[96, 144\): priority 31 lowered to 27' \
+run vllm_warns -- --stderr 'warning: request "ep450-000-travel": region [a-z_]+, tokens \[[0-9]+, [0-9]+\): priority [0-9]+ lowered to [0-9]+ \(vLLM requires priorities non-increasing with position\)' \
   -- "$program" export "$traces" $common --format vllm --step-ms 25 -q -o warned.jsonl
 
 # The summary: per region its setting, counts and identification; the

@@ -111,7 +111,8 @@ python3 "$tamper" attn "$work/t/2-of-4" 0 || exit 99
 refused "an all-zero attention matrix" "t/2-of-4/attn/.*\\.npy: row 0 \\(decode step 0\\) sums to 0:" $(all_shards)
 copy_shards
 python3 "$tamper" attn "$work/t/0-of-4" 2 || exit 99
-refused "rows that sum to 2" "t/0-of-4/attn/.*\\.npy: row 0 \\(decode step 0\\) sums to 2(\\.|:)" $(all_shards)
+# (twice a row that sums to 1 in float32 prints as 2, 2.0000001 or 1.99999997)
+refused "rows that sum to 2" "t/0-of-4/attn/.*\\.npy: row 0 \\(decode step 0\\) sums to (2|2\\.0000[0-9]*|1\\.9999[0-9]*):" $(all_shards)
 rm -rf "$work/t"
 echo "refusals: swapped indices, an emptied shard, an episode of another block, attention rows of 0 and 2"
 
