@@ -62,6 +62,7 @@ the same files; another CPU's BLAS kernels may round differently.
 """
 import argparse
 import copy
+import hashlib
 import json
 import math
 import os
@@ -481,15 +482,23 @@ def evaluate(model, sequences, unused, budget, answers):
     return total / count, right, asked
 
 
+def copying_recipe(vocab_size):
+    """Everything the state after the copying phase depends on: the
+    architecture, the vocabulary size and the settings the phase reads."""
+    names = ("seed", "lr", "warmup", "weight_decay", "grad_clip", "betas", "answer_weight", "drill_steps",
+             "drill_batch", "drill_grow", "drill_facts")
+    return dict(ARCHITECTURE, vocab_size=vocab_size, **{name: TRAIN[name] for name in names})
+
+
 def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_batches=(), held_drills=None,
-          checkpoint=None):
+          work=None):
     """The copying phase (drill_batches: batches of (ids, answers), no
     entropy term), then the corpus (sequences) with the entropy term; the
-    answer tokens weighted by answer_weight in both. With `checkpoint` (a
-    path), the state after the copying phase is saved there, or, when the
-    file exists, loaded from it instead of running that phase again (the
-    same result: nothing in the corpus phase depends on how it was
-    reached)."""
+    answer tokens weighted by answer_weight in both. With `work` (a
+    folder), the state after the copying phase is saved there under a name
+    derived from copying_recipe, or, when that file exists, loaded from it
+    instead of running that phase again (the same result: nothing in the
+    corpus phase depends on how it was reached)."""
     unused = VOCAB_SIZE - vocab_size
     torch.manual_seed(TRAIN["seed"])
     model = Qwen2ForCausalLM(qwen2_config(vocab_size, "sdpa_entropy"))
@@ -520,10 +529,13 @@ def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_bat
         log(f"step {step:4d}  " + "; ".join(parts))
 
     start, cpu_start, seen, window = time.time(), time.process_time(), 0, []
-    first = 0
-    if checkpoint and constant and os.path.exists(checkpoint):
+    first, checkpoint, recipe = 0, None, copying_recipe(vocab_size)
+    if work and constant:
+        digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+        checkpoint = os.path.join(work, f"copying-phase-{digest}.pt")
+    if checkpoint and os.path.exists(checkpoint):
         state = torch.load(checkpoint)
-        assert state["steps"] == constant and state["vocab_size"] == vocab_size, "checkpoint of another run"
+        assert state["recipe"] == recipe, "checkpoint of another recipe"
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         first = constant
@@ -534,9 +546,9 @@ def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_bat
             continue
         if step == constant:
             window = []  # the log's means are of one phase
-        if checkpoint and constant and step == constant and first == 0:
-            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "steps": constant,
-                        "vocab_size": vocab_size}, checkpoint + ".tmp")
+        if checkpoint and step == constant and first == 0:
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "recipe": recipe},
+                       checkpoint + ".tmp")
             os.replace(checkpoint + ".tmp", checkpoint)
         for group in opt.param_groups:
             group["lr"] = learning_rate(step, total, constant)
@@ -803,9 +815,10 @@ def main(argv=None):
         work = args.work or tmp
         os.makedirs(work, exist_ok=True)
         begin = time.time()
-        corpora = [encode_file(encoder, path, seed) for path, (_, _, seed) in zip(make_corpora(work), CORPORA)]
+        paths = make_corpora(work)
+        corpora = [encode_file(encoder, path, seed) for path, (_, _, seed) in zip(paths, CORPORA)]
         held = [encode_file(encoder, path, 0) for path in HELD_OUT]
-        keys = {key for path in make_corpora(work) for episode in read_jsonl(path)
+        keys = {key for path in paths for episode in read_jsonl(path)
                 for key in episode["meta"]["probe_keys"].values()}
         if TRAIN["copy_drills"]:
             corpora.append(copy_drills(encoder, keys, TRAIN["copy_drills"], TRAIN["seed"], TRAIN["drill_facts"]))
@@ -817,15 +830,16 @@ def main(argv=None):
     vocab = sorted({i for items in corpora + held + [held_drills] for item in items for i in item["ids"]}
                    | {i for batch in curriculum for item in batch for i in item["ids"]})
     index = {token: k for k, token in enumerate(vocab)}
-    compact = [[index[i] for i in item["ids"]] for item in train_items]
-    compact_held = [[index[i] for i in item["ids"]] for item in held[0]]
-    drill_batches = [[([index[i] for i in item["ids"]], item["answers"]) for item in batch] for batch in curriculum]
-    compact_drills = ([[index[i] for i in item["ids"]] for item in held_drills], [item["answers"] for item in held_drills])
+
+    def compact(item):
+        return [index[i] for i in item["ids"]]
+
+    drill_batches = [[(compact(item), item["answers"]) for item in batch] for batch in curriculum]
+    compact_drills = ([compact(item) for item in held_drills], [item["answers"] for item in held_drills])
     begin, cpu_begin = time.time(), time.process_time()
-    model = train(compact, compact_held, len(vocab), log, [item["answers"] for item in train_items],
-                  [item["answers"] for item in held[0]], drill_batches, compact_drills,
-                  os.path.join(args.work, "copying-{drill_steps}-{drill_batch}-{drill_grow}-{drill_facts}-{lr}-{hidden}.pt"
-                               .format(hidden=args.hidden, **TRAIN)) if args.work else None)
+    model = train([compact(item) for item in train_items], [compact(item) for item in held[0]], len(vocab), log,
+                  [item["answers"] for item in train_items], [item["answers"] for item in held[0]], drill_batches,
+                  compact_drills, args.work)
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
     export(model, vocab, args.out)
