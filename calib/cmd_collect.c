@@ -61,7 +61,7 @@ static void print_help(FILE *out) {
       "      --max-steps N      cap every decode window at N steps (default: no cap)\n"
       "      --max-episodes N   collect only the first N episodes of the file\n"
       "      --batch N          episodes collected together, one decode step for all\n"
-      "                         (default 8 on the CPU, 1 on CUDA; the same bytes)\n"
+      "                         (default 8, CPU and CUDA; the same bytes)\n"
       "      --shard K/N        collect only shard K (0 to N-1) of N: a contiguous block of\n"
       "                         the episodes with about 1/N of the tokens; 'extract' reads\n"
       "                         the N run directories together (man: SHARDS)\n"

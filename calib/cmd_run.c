@@ -110,7 +110,7 @@ static void print_help(FILE *out) {
       "      --max-steps N        cap every decode window at N steps\n"
       "      --max-episodes N     use only the first N episodes of the traces\n"
       "      --batch N            episodes collected together, one decode step for all\n"
-      "                           (default 8 on the CPU, 1 on CUDA; the same bytes)\n"
+      "                           (default 8, CPU and CUDA; the same bytes)\n"
       "      --skip-invalid       skip invalid or over-long episodes instead of stopping\n"
       " extract:\n"
       "      --estimand NAME      gap (default) or last-use\n"

@@ -115,7 +115,8 @@ typedef struct md_collect_options {
   md_shard shard;              /* collect only shard K of N; count 0 = the whole plan */
   size_t batch;                /* episodes collected together, one decode step for all
                                   (md_qwen2_step); 0 = MD_COLLECT_DEFAULT_BATCH where the
-                                  back end multiplies batched rows (the CPU's), else 1.
+                                  back end multiplies batched rows (the CPU's and
+                                  CUDA's), else 1.
                                   The run directory's bytes do not depend on it. */
   md_collect_progress_fn progress; /* may be NULL */
   md_collect_warning_fn on_warning; /* skipped episodes, checkpoint notes; may be NULL */

@@ -58,10 +58,15 @@ bool md_cuda_fits(md_cuda_kernels *c, const char *op, const char *name, const md
   return false;
 }
 
+/* The buffer that owns buf's memory (buf itself unless a view). */
+static const md_kbuf *owner_of(const md_kbuf *buf) { return buf && buf->owner ? buf->owner : buf; }
+
 void md_cuda_guard_write(md_cuda_kernels *c, const md_kbuf *buf) {
+  /* A read of any part of the memory (the buffer or a view of it) is waited
+   * for: a view and its buffer overlap. */
   for (int i = 0; i < MD_KERNELS_READ_SLOTS; i++) {
     md_cuda_read_slot *slot = &c->slots[i];
-    if (slot->pending && !slot->guarded && slot->buf == buf) {
+    if (slot->pending && !slot->guarded && owner_of(slot->buf) == owner_of(buf)) {
       CHECK(c, cudaStreamWaitEvent(c->ctx.stream, slot->done, 0));
       slot->guarded = true;
     }
@@ -148,9 +153,29 @@ static void cuda_buf_free(md_kernels *k, md_kbuf *buf) {
       CHECK(c, cudaEventSynchronize(c->slots[i].done));
       c->slots[i].buf = NULL; /* the read still completes into dst at finish */
     }
+  if (buf->owner) { /* a view: the memory is its owner's */
+    free(buf);
+    return;
+  }
   CHECK(c, cudaStreamSynchronize(c->ctx.stream));
   cudaFree(buf->data);
   free(buf);
+}
+
+static md_status cuda_buf_view(md_kernels *k, md_kbuf *buf, size_t offset, size_t n, md_kbuf **view,
+                               md_error *err) {
+  md_cuda_kernels *c = md_cuda_of(k);
+  if (!range_ok(buf, offset, n))
+    return md_fail(err, MD_E_INVALID, "cuda kernels: a view of [%zu, %zu) of a buffer of %zu floats",
+                   offset, offset + n, buf->n);
+  (void)c;
+  md_kbuf *v = calloc(1, sizeof *v);
+  if (!v) return md_fail(err, MD_E_NOMEM, "cuda kernels: out of memory");
+  v->data = buf->data + offset;
+  v->n = n;
+  v->owner = (md_kbuf *)owner_of(buf);
+  *view = v;
+  return MD_OK;
 }
 
 static md_status cuda_buf_read(md_kernels *k, const md_kbuf *buf, size_t offset, size_t n,
@@ -605,7 +630,7 @@ static void cuda_destroy(md_kernels *k) {
     if (c->slots[i].done) cudaEventDestroy(c->slots[i].done);
   }
   md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles, &c->attn,    &c->hook_rows,
-                                &c->tokens,   &c->compact,   &c->compact_rows};
+                                &c->tokens,   &c->compact,   &c->compact_rows, &c->norm_rows};
   for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) scratch_free(scratch[i]);
   while (c->uploads) { /* weights the caller did not free */
     md_cuda_upload *next = c->uploads->next;
@@ -646,11 +671,14 @@ static const md_kernel_ops cuda_ops = {
   .buf_zero = cuda_buf_zero,
   .buf_read_start = cuda_buf_read_start,
   .buf_read_finish = cuda_buf_read_finish,
+  .buf_view = cuda_buf_view,
   .weight_new = cuda_weight_new,
   .weight_free = cuda_weight_free,
   .embed = cuda_embed,
   .rmsnorm = cuda_rmsnorm,
   .matmul = md_cuda_op_matmul,
+  .matmul_rows = md_cuda_op_matmul_rows,
+  .logits_rows = md_cuda_op_logits_rows,
   .rope = cuda_rope,
   .kv_store = cuda_kv_store,
   .kv_compact = cuda_kv_compact,

@@ -12,8 +12,9 @@
 #include "kernels/cuda/cuda_internal.h"
 
 struct md_kbuf {
-  float *data; /* device memory */
-  size_t n;    /* floats */
+  float *data;   /* device memory */
+  size_t n;      /* floats */
+  md_kbuf *owner; /* a view (buf_view): the buffer whose memory it shares; NULL: owns data */
 };
 
 /* A 2-D weight's device copy, shared by every md_kweight made from the same
@@ -122,6 +123,7 @@ typedef struct md_cuda_kernels {
   md_cuda_scratch tokens;     /* embed: token ids */
   md_cuda_scratch compact;    /* kv_compact: the kept slots' rows */
   md_cuda_scratch compact_rows; /* kv_compact: their indices */
+  md_cuda_scratch norm_rows;  /* logits_rows: the final norm of each row */
   float *hook_host;           /* host copy of hook rows */
   size_t hook_host_floats;
   int32_t *tokens_pinned;     /* embed: staging of the token ids */
@@ -233,6 +235,12 @@ void md_cuda_fused_gemv(md_cuda_kernels *c, const md_cuda_op *norm, const md_cud
 size_t md_cuda_decode_scratch_bytes(int n_heads, int head_dim, int64_t max_keys);
 void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n);
+/* matmul_rows and logits_rows (kernels.h): the batched decode products. */
+void md_cuda_op_matmul_rows(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                            const md_kweight *const *ws, const md_kweight *const *biases, int count,
+                            int64_t n);
+void md_cuda_op_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
+                            const md_kweight *norm, const md_kweight *lm_head, float eps);
 void md_cuda_op_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const md_kbuf *cache,
                           const md_attn_shape *shape, int64_t pos0, int64_t n,
                           const md_attn_hook *hook, const md_attn_capture *capture);

@@ -134,6 +134,68 @@ void md_cuda_op_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
   else gemm_half(c, y->data, x->data, w, (int)n, beta);
 }
 
+/* matmul_rows: n decode rows, one per sequence of a batched step, through
+ * md_cuda_gemv_batch (each W read once per 8 rows; row r the bits of the
+ * one-row product). Products that cannot share a launch (more than three,
+ * or of different dtypes or widths) run one matrix at a time, which gives
+ * the same bits. Outside a recorded step: a step's log is run first. */
+void md_cuda_op_matmul_rows(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
+                            const md_kweight *const *ws, const md_kweight *const *biases, int count,
+                            int64_t n) {
+  md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
+  if (n <= 0 || count <= 0) return;
+  bool shared = count <= 3;
+  for (int m = 0; m < count; m++) {
+    const md_kweight *b = biases ? biases[m] : NULL;
+    if (!matmul_args_ok(c, ys[m], x, ws[m], b, n)) return;
+    shared = shared && ws[m]->dtype == ws[0]->dtype && ws[m]->cols == ws[0]->cols;
+  }
+  if (!md_cuda_enter(c)) return;
+  if (!shared) {
+    for (int m = 0; m < count; m++)
+      md_cuda_op_matmul_rows(k, &ys[m], x, &ws[m], biases ? &biases[m] : NULL, 1, n);
+    return;
+  }
+  md_cuda_gemv_args g = {.count = count, .dtype = ws[0]->dtype, .cols = ws[0]->cols, .x = x->data};
+  for (int m = 0; m < count; m++) {
+    const md_kweight *b = biases ? biases[m] : NULL;
+    md_cuda_guard_write(c, ys[m]);
+    g.w[m] = ws[m]->data;
+    g.rows[m] = ws[m]->rows;
+    g.bias[m] = b ? b->data : NULL;
+    g.y[m] = ys[m]->data;
+  }
+  md_cuda_gemv_batch(&c->ctx, &g, n);
+}
+
+/* logits_rows: the final norm of the n rows (rmsnorm_kernel, whose bits the
+ * fused norm of `logits` reproduces), then the LM head read once per 8
+ * rows. */
+void md_cuda_op_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
+                            const md_kweight *norm, const md_kweight *lm_head, float eps) {
+  md_cuda_kernels *c = md_cuda_of(k);
+  md_cuda_flush_log(c);
+  if (n <= 0) return;
+  const size_t dim = (size_t)norm->cols, vocab = (size_t)lm_head->rows;
+  if ((size_t)lm_head->cols != dim) {
+    md_cuda_fail(&c->ctx, MD_E_INVALID, "cuda kernels: logits_rows: norm of %zu for an LM head of "
+                 "%lld columns", dim, (long long)lm_head->cols);
+    return;
+  }
+  if (!md_cuda_fits(c, "logits_rows", "x", x, (size_t)n * dim) ||
+      !md_cuda_fits(c, "logits_rows", "logits", logits, (size_t)n * vocab) || !md_cuda_enter(c))
+    return;
+  float *normed = md_cuda_scratch_get(c, &c->norm_rows, (size_t)n * dim * sizeof(float), "normalised rows");
+  if (!normed) return;
+  md_cuda_guard_write(c, logits);
+  md_cuda_rmsnorm(&c->ctx, normed, x->data, norm->data, n, (int64_t)dim, eps);
+  md_cuda_gemv_args g = {.count = 1, .w = {lm_head->data}, .rows = {lm_head->rows},
+                         .y = {logits->data}, .dtype = lm_head->dtype, .cols = lm_head->cols,
+                         .x = normed};
+  md_cuda_gemv_batch(&c->ctx, &g, n);
+}
+
 /* ---- attention ------------------------------------------------------------------ */
 
 static bool attention_args_ok(md_cuda_kernels *c, const md_kbuf *out, const md_kbuf *q,

@@ -152,6 +152,10 @@ typedef struct md_cuda_gemv_args {
   bool prefetch;             /* set by the launcher: a PDL launch */
 } md_cuda_gemv_args;
 void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *args);
+/* The products of args for n rows of x (row b at x + b * cols, its results
+ * at y[m] + b * rows[m]), W read once per 8 rows; row b gets the bits
+ * md_cuda_gemv_fused gives it alone. No norm, no epilogue. */
+void md_cuda_gemv_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args *args, int64_t n);
 /* Raises the GEMV kernels' shared-memory limit (the normalised input). */
 void md_cuda_gemv_init(md_cuda_ctx *ctx);
 

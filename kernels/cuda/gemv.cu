@@ -290,6 +290,128 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// Batched decode products (matmul_rows): nb <= kBatchRows rows of x, row b
+// at x + b * cols, its results at y[m] + b * rows[m]; no norm, no epilogue.
+// Every weight vector a lane loads serves the nb rows, so W is read once
+// per launch instead of once per row. For each row the lane, warp and
+// slice assignment and the order of the fmaf chain, the warp sum and the
+// slices' sum are those of gemv_vec_kernel (gemv_rows_kernel in the
+// warp-per-row variant) on that row alone: a row's results are the bits of
+// its own launch.
+constexpr int kBatchRows = 8;
+
+// The bias epilogue of store_row for row b of a batch.
+__device__ __forceinline__ void store_batch_row(const md_cuda_gemv_args &a, int m, int64_t r, int b,
+                                                float sum) {
+  const float y = a.bias[m] ? sum + a.bias[m][r] : sum;
+  a.y[m][(int64_t)b * a.rows[m] + r] = y;
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_vec_batch_kernel(md_cuda_gemv_args a, int split, int64_t groups, int nb) {
+  constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
+  constexpr int x_per_vec = per_vec / 4;
+  __shared__ float partial[kBatchRows][kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slots = kWarps / split;
+  const int64_t vecs_per_row = a.cols / per_vec;
+  const int64_t x_stride = a.cols / 4;  // float4s per row of x
+  const int part = warp % split;
+  const int64_t per_part = (vecs_per_row + split - 1) / split;
+  const int64_t begin = part * per_part;
+  const int64_t end = begin + per_part < vecs_per_row ? begin + per_part : vecs_per_row;
+  const float4 *x = reinterpret_cast<const float4 *>(a.x);
+  allow_dependents();
+  wait_for_previous_grid();
+  for (int64_t group = blockIdx.x; group < groups; group += gridDim.x) {
+    const int64_t row = row_of_slot(a, group, warp / split, slots);
+    const uint4 *wr = nullptr;
+    if (row >= 0) {
+      int64_t local;
+      const int m = matrix_of(a, row, &local);
+      wr = static_cast<const uint4 *>(a.w[m]) + local * vecs_per_row;
+    }
+    float acc[kBatchRows];
+#pragma unroll
+    for (int b = 0; b < kBatchRows; b++) acc[b] = 0.0f;
+    if (wr) {
+      for (int64_t v = begin + lane; v < end; v += 32 * kUnroll) {
+        uint4 wv[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+          if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++)
+          if (v + 32 * u < end)
+#pragma unroll
+            for (int b = 0; b < kBatchRows; b++)
+              if (b < nb) acc[b] = dot_vec<DT, false>(wv[u], x + b * x_stride + (v + 32 * u) * x_per_vec, acc[b]);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatchRows; b++) {
+      if (b >= nb) break;  // nb is the same for the whole block: warp_sum stays uniform
+      const float sum = warp_sum(acc[b]);
+      if (lane == 0) partial[b][warp] = sum;
+    }
+    __syncthreads();
+    const int t = threadIdx.x;
+    if (t < slots * nb) {
+      const int b = t / slots, slot = t % slots;
+      const int64_t r = row_of_slot(a, group, slot, slots);
+      if (r >= 0) {
+        int64_t local;
+        const int m = matrix_of(a, r, &local);
+        float sum = partial[b][slot * split];
+        for (int p = 1; p < split; p++) sum += partial[b][slot * split + p];
+        store_batch_row(a, m, local, b, sum);
+      }
+    }
+    __syncthreads();  // partial is rewritten by the next group
+  }
+}
+
+template <int DT>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_rows_batch_kernel(md_cuda_gemv_args a, int64_t units, int nb) {
+  constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
+  constexpr int x_per_vec = per_vec / 4;
+  const int lane = threadIdx.x & 31;
+  const int64_t warp0 = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int64_t warps = (int64_t)gridDim.x * kWarps;
+  const int64_t vecs = a.cols / per_vec;
+  const int64_t x_stride = a.cols / 4;
+  const float4 *x = reinterpret_cast<const float4 *>(a.x);
+  allow_dependents();
+  wait_for_previous_grid();
+  for (int64_t unit = warp0; unit < units; unit += warps) {
+    int64_t local;
+    const int m = matrix_of(a, unit, &local);
+    const uint4 *w0 = static_cast<const uint4 *>(a.w[m]) + local * vecs;
+    float acc[kBatchRows];
+#pragma unroll
+    for (int b = 0; b < kBatchRows; b++) acc[b] = 0.0f;
+    for (int64_t v = lane; v < vecs; v += 32 * kRowUnroll) {
+      uint4 g[kRowUnroll];
+#pragma unroll
+      for (int i = 0; i < kRowUnroll; i++)
+        if (v + 32 * i < vecs) g[i] = __ldg(w0 + v + 32 * i);
+#pragma unroll
+      for (int i = 0; i < kRowUnroll; i++)
+        if (v + 32 * i < vecs)
+#pragma unroll
+          for (int b = 0; b < kBatchRows; b++)
+            if (b < nb) acc[b] = dot_vec<DT, false>(g[i], x + b * x_stride + (v + 32 * i) * x_per_vec, acc[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatchRows; b++) {
+      if (b >= nb) break;
+      const float sum = warp_sum(acc[b]);
+      if (lane == 0) store_batch_row(a, m, local, b, sum);
+    }
+  }
+}
+
 // Any shape and alignment: one warp per row, element by element (the norm,
 // when asked for, into shared memory as above).
 __global__ void __launch_bounds__(kWarps * 32) gemv_scalar_kernel(md_cuda_gemv_args a) {
@@ -398,6 +520,62 @@ extern "C" void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
   case MD_DTYPE_F32: launch_dtype<MD_DTYPE_F32>(ctx, a, groups, split, smem); break;
   case MD_DTYPE_F16: launch_dtype<MD_DTYPE_F16>(ctx, a, groups, split, smem); break;
   case MD_DTYPE_BF16: launch_dtype<MD_DTYPE_BF16>(ctx, a, groups, split, smem); break;
+  }
+}
+
+extern "C" void md_cuda_gemv_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args *args, int64_t n) {
+  md_cuda_gemv_args a = *args;
+  if (n <= 0) return;
+  if (a.norm_weight || a.epilogue != MD_CUDA_GEMV_PLAIN) {
+    md_cuda_fail(ctx, MD_E_INVALID, "cuda kernels: a batched product with a norm or an epilogue");
+    return;
+  }
+  if (n == 1) {
+    md_cuda_gemv_fused(ctx, &a);
+    return;
+  }
+  a.total_rows = 0;
+  for (int m = 0; m < a.count; m++) a.total_rows += a.rows[m];
+  if (a.count < 1 || a.count > 3 || a.total_rows <= 0 || a.cols <= 0) return;
+  const int per_vec = a.dtype == MD_DTYPE_F32 ? 4 : 8;
+  bool aligned = ((uintptr_t)a.x % 16 == 0) && a.cols % per_vec == 0;
+  for (int m = 0; m < a.count; m++) aligned = aligned && (uintptr_t)a.w[m] % 16 == 0;
+  if (!aligned) {  // the scalar kernel, a launch per row: its bits, W read n times
+    for (int64_t b = 0; b < n && ctx->status == MD_OK; b++) {
+      md_cuda_gemv_args row = *args;
+      row.x = args->x + b * args->cols;
+      for (int m = 0; m < row.count; m++) row.y[m] = args->y[m] + b * args->rows[m];
+      md_cuda_gemv_fused(ctx, &row);
+    }
+    return;
+  }
+  a.prefetch = false;
+  const int split = split_for(a.cols / per_vec);
+  const int64_t rows_per_group = kWarps / split;
+  const int64_t groups = (a.total_rows + rows_per_group - 1) / rows_per_group;
+  for (int64_t b0 = 0; b0 < n && ctx->status == MD_OK; b0 += kBatchRows) {
+    const int nb = (int)(n - b0 < kBatchRows ? n - b0 : kBatchRows);
+    md_cuda_gemv_args part = a;
+    part.x = a.x + b0 * a.cols;
+    for (int m = 0; m < a.count; m++) part.y[m] = a.y[m] + b0 * a.rows[m];
+#define MD_GEMV_BATCH_LAUNCH(DT)                                                                   \
+  do {                                                                                             \
+    if (ctx->gemv_rows) {                                                                          \
+      const unsigned blocks = resident_blocks(ctx, (a.total_rows + kWarps - 1) / kWarps);          \
+      MD_LAUNCH_PDL(ctx, false, gemv_rows_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, part,   \
+                    a.total_rows, nb);                                                             \
+    } else {                                                                                       \
+      const unsigned blocks = resident_blocks(ctx, groups);                                        \
+      MD_LAUNCH_PDL(ctx, false, gemv_vec_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, part,    \
+                    split, groups, nb);                                                            \
+    }                                                                                              \
+  } while (0)
+    switch (a.dtype) {
+    case MD_DTYPE_F32: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_F32); break;
+    case MD_DTYPE_F16: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_F16); break;
+    case MD_DTYPE_BF16: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_BF16); break;
+    }
+#undef MD_GEMV_BATCH_LAUNCH
   }
 }
 

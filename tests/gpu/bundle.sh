@@ -75,7 +75,7 @@ json.dump(tests, open(out, "w"), indent=1)
 ' "$build" "$root/tests.json"
 programs=$(python3 -c '
 import json, sys
-names = {"tests/gpu/cuda_kernels_check", "tests/gpu/gpu_parity", "tests/gpu/gpu_bench",
+names = {"tests/gpu/cuda_kernels_check", "tests/gpu/gpu_parity", "tests/gpu/gpu_bench", "tests/gpu/gpu_batch",
          "tests/gpu/make_checkpoint", "calib/memdecay-calibrate"}
 for t in json.load(open(sys.argv[1])):
     for c in t["cmd"]:

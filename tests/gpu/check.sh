@@ -54,9 +54,14 @@
 #              than without
 #   hf         prompt + decode with capture >= 20x faster than HF eager
 #              with output_attentions=True (bf16, same GPU)
-#   batch      collect --batch 8 and eval's runs stepped together write the
-#              bytes of one at a time (6 demo episodes on the GPU); their
-#              speed-up on CUDA waits for batched products there
+#   batch      batched decode steps (matmul_rows, logits_rows, views) give
+#              each sequence the bits of its steps alone (gpu_batch:
+#              tests/model/test_qwen2_batch.c on the GPU), and collect
+#              --batch 8 and eval's runs stepped together write the bytes of
+#              one at a time (6 demo episodes on the GPU)
+#   batch-speed  batched greedy decode with capture on the 1.5B-shaped
+#              checkpoint (gpu_bench batch): batch 64 >= 20x the tokens/s of
+#              batch 1 (batch 8 printed too)
 #   evict      eval (KV eviction by every policy, probes asked after a
 #              rollback) on the shipped checkpoint and 6 episodes of
 #              agent-450 with --device cuda against the same on the CPU:
@@ -213,14 +218,15 @@ else
   target evict FAIL "eval on cuda differs from cpu or failed; see the log (evict-*)"
 fi
 
-# Batches on the GPU: collect and eval with the sequences stepped together
-# write the bytes of one at a time (the CUDA back end has no batched
-# products yet: a batch's sequences run one after another on it).
+# Batches on the GPU: batched steps give each sequence its own bits, and
+# collect and eval with the sequences stepped together write the bytes of
+# one at a time.
 batch_args="--model $data/data/models/qwen2-tiny --traces $data/data/traces/agent-450.jsonl \
   --max-episodes 6 --reproducible -q --device cuda:$device"
 rm -rf "$out/batch-1" "$out/batch-8"
 # shellcheck disable=SC2086
-if step batch-collect-1 300 "$build/calib/memdecay-calibrate" collect $batch_args --batch 1 \
+if step batch-steps 300 env MD_SOURCE_ROOT="$data" "$bin/gpu_batch" &&
+   step batch-collect-1 300 "$build/calib/memdecay-calibrate" collect $batch_args --batch 1 \
      --out "$out/batch-1" &&
    step batch-collect-8 300 "$build/calib/memdecay-calibrate" collect $batch_args --batch 8 \
      --out "$out/batch-8" &&
@@ -230,7 +236,7 @@ if step batch-collect-1 300 "$build/calib/memdecay-calibrate" collect $batch_arg
    step batch-eval-all 600 "$build/calib/memdecay-calibrate" eval $batch_args \
      --config "$data/data/golden/qwen2-tiny-agent-450.json" -o "$out/batch-eval-all.json" &&
    step batch-eval-cmp 60 cmp "$out/batch-eval-1.json" "$out/batch-eval-all.json"; then
-  target batch PASS "collect --batch 8 and eval's runs stepped together on cuda: the bytes of one at a time"
+  target batch PASS "batched steps on cuda give the bits of steps alone; collect --batch 8 and eval's runs stepped together: the bytes of one at a time"
 else
   target batch FAIL "batched collect or eval on cuda failed or differs from one at a time; see the log (batch-*)"
 fi
@@ -241,14 +247,15 @@ step bench 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 12
 step bench-launched 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 64 --no-graphs --device $device >\"$out/ours_launched.txt\"" || true
 step bench-gemv-rows 600 sh -c "MD_CUDA_GEMV=rows \"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours_gemv_rows.txt\"" || true
 step bench-no-pdl 600 sh -c "MD_CUDA_PDL=0 \"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 128 --device $device >\"$out/ours_no_pdl.txt\"" || true
+step bench-batch 600 sh -c "\"$bin/gpu_bench\" batch \"$ckpt\" --device $device >\"$out/ours_batch.txt\"" || true
 step bench-exact 600 sh -c "\"$bin/gpu_bench\" run \"$ckpt\" --prompt 2048 --decode 32 --gemm exact --device $device >\"$out/ours_exact.txt\"" || true
 : >"$out/hf.txt"
 if [ "$do_hf" = 1 ]; then
   step hf 900 sh -c "python3 \"$root/tests/gpu/hf_gpu_bench.py\" \"$ckpt\" \"$ckpt/prompt.i32\" 2048 32 >\"$out/hf.txt\"" || : >"$out/hf.txt"
 fi
-cat "$out/limits.txt" "$out/ours.txt" "$out/ours_launched.txt" "$out/ours_gemv_rows.txt" "$out/ours_no_pdl.txt" "$out/ours_exact.txt" "$out/hf.txt" >>"$log" 2>/dev/null
+cat "$out/limits.txt" "$out/ours.txt" "$out/ours_launched.txt" "$out/ours_gemv_rows.txt" "$out/ours_no_pdl.txt" "$out/ours_exact.txt" "$out/ours_batch.txt" "$out/hf.txt" >>"$log" 2>/dev/null
 
-python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" "$out/ours_gemv_rows.txt" >>"$summary" 2>>"$log" <<'PY'
+python3 - "$out/limits.txt" "$out/ours.txt" "$out/ours_exact.txt" "$out/hf.txt" "$out/ours_launched.txt" "$out/ours_no_pdl.txt" "$out/ours_gemv_rows.txt" "$out/ours_batch.txt" >>"$summary" 2>>"$log" <<'PY'
 import sys
 
 def read(path):
@@ -258,7 +265,7 @@ def read(path):
     except OSError:
         return {}
 
-lim, ours, exact, hf, launched, no_pdl, gemv_rows = (read(p) for p in sys.argv[1:8])
+lim, ours, exact, hf, launched, no_pdl, gemv_rows, batch = (read(p) for p in sys.argv[1:9])
 num = lambda d, k: float(d[k])
 verdict = lambda ok: "PASS" if ok else "FAIL"
 if not lim or not ours:
@@ -298,6 +305,13 @@ line = (f"prefill INFO {pre:.0f} tok/s ({n:.0f} tokens, fast GEMM), {pre_cap:.0f
 if exact:
     line += f"; exact GEMM {num(exact, 'prompt_tokens') / num(exact, 'prefill_capture_s'):.0f} tok/s with capture"
 print(line)
+if batch:
+    b1, b8, b64 = (num(batch, f"batch_{b}_tokens_s") for b in (1, 8, 64))
+    print(f"batch-speed {verdict(b64 >= 20 * b1)} batched greedy decode with capture: batch 64 "
+          f"{b64:.0f} tok/s = {b64 / b1:.1f}x batch 1 ({b1:.0f} tok/s); batch 8 {b8:.0f} = {b8 / b1:.1f}x "
+          f"(prompt {num(batch, 'prompt_tokens'):.0f}, {num(batch, 'decode_steps'):.0f} steps)")
+else:
+    print("batch-speed FAIL gpu_bench batch did not run (see the log)")
 gemv = ", ".join(f"{k[9:]} {float(v):.0f} (cuBLAS {float(lim.get('cublas_' + k, 'nan')):.0f})"
                  for k, v in lim.items() if k.startswith("gemv_gbs_"))
 print(f"gemv INFO our BF16 GEMV GB/s against cuBLAS n=1 (BF16 x BF16): {gemv}")

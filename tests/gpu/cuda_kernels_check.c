@@ -187,6 +187,141 @@ static void check_logits(md_kernels *cpu, md_kernels *cuda, int64_t vocab, int64
   free(gamma);
 }
 
+/* The batched decode products (matmul_rows, logits_rows) against the
+ * one-row products of the same back end, bit for bit (what the forward
+ * pass's batched step relies on, kernels.h): q/k/v-like triples with
+ * biases, a pair, one matrix; every GEMV split and the scalar path; 1, 3,
+ * 8 (one launch) and 11 rows (two). */
+static void check_rows_products(md_kernels *cuda) {
+  typedef struct { int count; int64_t rows[3], cols; bool bias; } rows_case;
+  const rows_case cases[] = {{3, {40, 8, 8}, 64, true},     {2, {96, 96, 0}, 32, false},
+                             {1, {24, 0, 0}, 1032, false},   {1, {9, 0, 0}, 2056, true},
+                             {1, {5, 0, 0}, 37, true},       {2, {8200, 3, 0}, 16, false}};
+  const int64_t batches[] = {1, 3, 8, 11};
+  md_error err;
+  for (size_t d = 0; d < 3; d++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+        const rows_case *rc = &cases[ci];
+        const int64_t n = batches[bi], cols = rc->cols;
+        md_tensor wt[3], bt[3];
+        md_kweight *w[3] = {NULL, NULL, NULL}, *b[3] = {NULL, NULL, NULL};
+        void *wbits[3] = {NULL, NULL, NULL};
+        float *wv[3] = {NULL, NULL, NULL}, *bias[3] = {NULL, NULL, NULL};
+        md_kbuf *ys[3], *one[3];
+        float *x = gpu_random_floats((size_t)(n * cols), -1.0f, 1.0f);
+        md_kbuf *xb = gpu_upload(cuda, x, (size_t)(n * cols)), *xrow = gpu_upload(cuda, NULL, (size_t)cols);
+        for (int m = 0; m < rc->count; m++) {
+          wbits[m] = gpu_random_weight(DTYPES[d], (size_t)(rc->rows[m] * cols), &wv[m]);
+          w[m] = gpu_weight(cuda, &wt[m], wbits[m], DTYPES[d], rc->rows[m], cols);
+          if (rc->bias) {
+            bias[m] = gpu_random_floats((size_t)rc->rows[m], -1.0f, 1.0f);
+            b[m] = gpu_weight(cuda, &bt[m], bias[m], MD_DTYPE_F32, 0, rc->rows[m]);
+          }
+          ys[m] = gpu_upload(cuda, NULL, (size_t)(n * rc->rows[m]));
+          one[m] = gpu_upload(cuda, NULL, (size_t)rc->rows[m]);
+        }
+        cuda->ops->matmul_rows(cuda, ys, xb, (const md_kweight *const *)w, (const md_kweight *const *)b,
+                               rc->count, n);
+        bool same = cuda->ops->sync(cuda, &err) == MD_OK;
+        for (int64_t r = 0; r < n && same; r++) {
+          cuda->ops->buf_write(cuda, xrow, 0, (size_t)cols, x + r * cols, &err);
+          for (int m = 0; m < rc->count; m++) {
+            cuda->ops->matmul(cuda, one[m], xrow, w[m], b[m], 1);
+            float *want = gpu_download(cuda, one[m], (size_t)rc->rows[m]);
+            float *got = malloc((size_t)rc->rows[m] * sizeof(float));
+            cuda->ops->buf_read(cuda, ys[m], (size_t)(r * rc->rows[m]), (size_t)rc->rows[m], got, &err);
+            same = same && !memcmp(got, want, (size_t)rc->rows[m] * sizeof(float));
+            free(want);
+            free(got);
+          }
+        }
+        gpu_expect(same, "matmul_rows %s, %d matrix(es) of %lld columns, n=%lld: the bits of the "
+                   "one-row products", md_dtype_name(DTYPES[d]), rc->count, (long long)cols, (long long)n);
+        for (int m = 0; m < rc->count; m++) {
+          cuda->ops->buf_free(cuda, ys[m]);
+          cuda->ops->buf_free(cuda, one[m]);
+          cuda->ops->weight_free(cuda, w[m]);
+          cuda->ops->weight_free(cuda, b[m]);
+          free(wbits[m]);
+          free(wv[m]);
+          free(bias[m]);
+        }
+        cuda->ops->buf_free(cuda, xb);
+        cuda->ops->buf_free(cuda, xrow);
+        free(x);
+      }
+  /* logits_rows against logits of each row, through views of the rows. */
+  const int64_t vocab = 1000, dims[] = {64, 37};
+  for (size_t di = 0; di < 2; di++) {
+    const int64_t dim = dims[di], n = 11;
+    float *wv, *x = gpu_random_floats((size_t)(n * dim), -2.0f, 2.0f);
+    float *gamma = gpu_random_floats((size_t)dim, 0.5f, 1.5f);
+    void *wbits = gpu_random_weight(MD_DTYPE_BF16, (size_t)(vocab * dim), &wv);
+    md_tensor wt, gt;
+    md_kweight *w = gpu_weight(cuda, &wt, wbits, MD_DTYPE_BF16, vocab, dim);
+    md_kweight *g = gpu_weight(cuda, &gt, gamma, MD_DTYPE_F32, 0, dim);
+    md_kbuf *xb = gpu_upload(cuda, x, (size_t)(n * dim)), *all = gpu_upload(cuda, NULL, (size_t)(n * vocab));
+    md_kbuf *one = gpu_upload(cuda, NULL, (size_t)vocab);
+    cuda->ops->logits_rows(cuda, all, xb, n, g, w, 1e-6f);
+    bool same = cuda->ops->sync(cuda, &err) == MD_OK;
+    for (int64_t r = 0; r < n && same; r++) {
+      md_kbuf *view = NULL;
+      same = cuda->ops->buf_view(cuda, all, (size_t)(r * vocab), (size_t)vocab, &view, &err) == MD_OK;
+      if (!same) break;
+      cuda->ops->logits(cuda, one, xb, r, g, w, 1e-6f);
+      float *want = gpu_download(cuda, one, (size_t)vocab), *got = gpu_download(cuda, view, (size_t)vocab);
+      same = !memcmp(got, want, (size_t)vocab * sizeof(float));
+      free(want);
+      free(got);
+      cuda->ops->buf_free(cuda, view);
+    }
+    gpu_expect(same, "logits_rows [%lld x %lld], n=%lld: the bits of logits row by row",
+               (long long)vocab, (long long)dim, (long long)n);
+    cuda->ops->buf_free(cuda, xb);
+    cuda->ops->buf_free(cuda, all);
+    cuda->ops->buf_free(cuda, one);
+    cuda->ops->weight_free(cuda, w);
+    cuda->ops->weight_free(cuda, g);
+    free(wbits);
+    free(wv);
+    free(x);
+    free(gamma);
+  }
+}
+
+/* Views (buf_view): a view shares its buffer's memory, is refused beyond
+ * it, and freeing it leaves the buffer alone; a pending read of the buffer
+ * holds back work that writes through a view. */
+static void check_views(md_kernels *cuda) {
+  md_error err;
+  float values[100], got[100];
+  for (int i = 0; i < 100; i++) values[i] = (float)i;
+  md_kbuf *b = gpu_upload(cuda, values, 100), *v = NULL;
+  gpu_expect(cuda->ops->buf_view(cuda, b, 20, 30, &v, &err) == MD_OK, "a view of [20, 50)");
+  if (!v) return;
+  md_kbuf *vv = NULL;
+  gpu_expect(cuda->ops->buf_view(cuda, b, 90, 11, &vv, &err) == MD_E_INVALID &&
+                 strstr(err.message, "[90, 101) of a buffer of 100 floats"),
+             "a view beyond the buffer is refused: \"%s\"", err.message);
+  cuda->ops->buf_read_start(cuda, b, 0, 100, got, 1, &err);
+  cuda->ops->buf_zero(cuda, v, 0, 30);
+  cuda->ops->buf_read_finish(cuda, 1, &err);
+  gpu_expect(got[25] == 25.0f, "a read of the buffer started before a write through a view sees "
+             "the values from before");
+  cuda->ops->buf_read(cuda, b, 0, 100, got, &err);
+  bool ok = true;
+  for (int i = 0; i < 100; i++) ok = ok && got[i] == (i >= 20 && i < 50 ? 0.0f : values[i]);
+  gpu_expect(ok, "zeroing the view zeroes [20, 50) of the buffer and nothing else");
+  cuda->ops->buf_write(cuda, b, 20, 30, values, &err);
+  cuda->ops->buf_read(cuda, v, 0, 30, got, &err);
+  gpu_expect(!memcmp(got, values, 30 * sizeof(float)), "a write to the buffer is seen through the view");
+  cuda->ops->buf_free(cuda, v);
+  cuda->ops->buf_read(cuda, b, 0, 100, got, &err);
+  gpu_expect(got[99] == 99.0f, "the buffer lives on after its view is freed");
+  cuda->ops->buf_free(cuda, b);
+}
+
 /* FAST prefill with F16 weights refuses activations beyond the F16 range. */
 static void check_f16_overflow(md_kernels *cuda) {
   enum { N = 4, ROWS = 8, COLS = 16 };
@@ -662,6 +797,8 @@ int main(int argc, char **argv) {
   check_argmax(cuda[0]);
   check_f16_overflow(cuda[0]);
   check_products(cpu, cuda);
+  check_rows_products(cuda[0]);
+  check_views(cuda[0]);
   if (!small_shapes) check_logits(cpu, cuda[0], 151936, 1536);
   check_logits(cpu, cuda[0], 1000, 37);
   check_attention(cpu, cuda[0]);

@@ -16,7 +16,13 @@
  *       the time spent queuing their kernels: when it is close to the total,
  *       decode is bound by kernel launches, not by the GPU); --no-graphs
  *       launches decode steps kernel by kernel instead of replaying them
- *       as CUDA graphs (the back end's default) */
+ *       as CUDA graphs (the back end's default)
+ *   gpu_bench batch DIR [--prompt N] [--decode S] [--device N]
+ *       throughput of batched decode, as `collect --batch B` runs it, for
+ *       B = 1, 8 and 64: B sequences each prefilled with the prompt's first
+ *       N tokens (default 256), then S (default 64) greedy steps of all B
+ *       as batched steps (md_qwen2_step), each sequence capturing into a
+ *       buffer of its own; decode tokens per second = B * S / seconds */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,9 +352,84 @@ static int cmd_run(const char *dir, int64_t prompt_len, int64_t steps, md_cuda_g
   return 0;
 }
 
+/* B sequences, S batched greedy steps with capture: decode tokens/s. */
+static double batch_tokens_s(md_qwen2_forward *fw, md_kernels *k, const md_qwen2_config *c,
+                             const int32_t *prompt, int64_t n, int64_t steps, int64_t batch) {
+  md_error err;
+  md_qwen2_seq **seqs = calloc((size_t)batch, sizeof *seqs);
+  md_kbuf **received = calloc((size_t)batch, sizeof *received);
+  int32_t *tokens = malloc((size_t)batch * sizeof(int32_t)), *out = malloc((size_t)batch * sizeof(int32_t));
+  for (int64_t b = 0; b < batch; b++) {
+    if (b == 0) seqs[b] = md_qwen2_seq_own(fw);
+    else die_if(md_qwen2_seq_new(fw, &seqs[b], &err), &err, "seq_new");
+    received[b] = gpu_upload(k, NULL, (size_t)(n + steps));
+    md_qwen2_select(fw, seqs[b]);
+    md_qwen2_reset(fw);
+    md_qwen2_capture cap = {.received = received[b], .layer_begin = 0,
+                            .layer_end = c->num_hidden_layers, .heads = MD_CAPTURE_HEADS_MEAN};
+    die_if(md_qwen2_set_capture(fw, &cap, &err), &err, "set_capture");
+    die_if(md_qwen2_prefill(fw, prompt, n, NULL, &err), &err, "prefill");
+    die_if(md_qwen2_greedy(fw, &tokens[b], &err), &err, "greedy");
+  }
+  md_qwen2_select(fw, NULL);
+  die_if(k->ops->sync(k, &err), &err, "sync");
+  double t0 = now();
+  for (int64_t s = 0; s < steps; s++) {
+    for (int64_t b = 0; b < batch; b++) k->ops->buf_zero(k, received[b], 0, (size_t)(n + s + 1));
+    die_if(md_qwen2_step(fw, seqs, tokens, batch, out, &err), &err, "step");
+    memcpy(tokens, out, (size_t)batch * sizeof(int32_t));
+  }
+  die_if(k->ops->sync(k, &err), &err, "sync");
+  double seconds = now() - t0;
+  for (int64_t b = 0; b < batch; b++) {
+    md_qwen2_select(fw, seqs[b]);
+    md_qwen2_set_capture(fw, NULL, NULL);
+    k->ops->buf_free(k, received[b]);
+    if (b > 0) md_qwen2_seq_free(fw, seqs[b]);
+  }
+  md_qwen2_select(fw, NULL);
+  free(seqs);
+  free(received);
+  free(tokens);
+  free(out);
+  return (double)(batch * steps) / seconds;
+}
+
+static int cmd_batch(const char *dir, int64_t prompt_len, int64_t steps, int device) {
+  md_error err;
+  md_qwen2_model *model = NULL;
+  die_if(md_qwen2_model_open(dir, &model, &err), &err, dir);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/prompt.i32", dir);
+  int64_t n = prompt_len;
+  int32_t *prompt = read_prompt(path, &n);
+  if (!prompt || n < 2) {
+    fprintf(stderr, "gpu_bench: cannot read %s\n", path);
+    return 1;
+  }
+  const md_qwen2_config *c = md_qwen2_model_config(model);
+  md_kernels *k = open_cuda(device, MD_CUDA_GEMM_FAST, 1);
+  md_qwen2_forward_options options = {.capacity = n + steps};
+  md_qwen2_forward *fw = NULL;
+  die_if(md_qwen2_forward_new(c, md_qwen2_model_weights(model), k, &options, &fw, &err), &err, "forward");
+  printf("device %s\n", md_kernels_cuda_describe(k));
+  printf("prompt_tokens %lld\n", (long long)n);
+  printf("decode_steps %lld\n", (long long)steps);
+  batch_tokens_s(fw, k, c, prompt, n, 4, 8); /* warm-up */
+  const int64_t batches[] = {1, 8, 64};
+  for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++)
+    printf("batch_%lld_tokens_s %.1f\n", (long long)batches[i],
+           batch_tokens_s(fw, k, c, prompt, n, steps, batches[i]));
+  md_qwen2_forward_free(fw);
+  md_kernels_free(k);
+  md_qwen2_model_close(model);
+  free(prompt);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *command = argc > 1 ? argv[1] : "", *dir = NULL;
-  int64_t prompt_len = 2048, steps = 128;
+  int64_t prompt_len = 0, steps = 0; /* 0: the command's default */
   int device = 0;
   md_cuda_gemm gemm = MD_CUDA_GEMM_FAST;
   int graphs = 1;
@@ -363,10 +444,15 @@ int main(int argc, char **argv) {
     else if (!dir) dir = argv[i];
     else command = "";
   }
+  bool batch = !strcmp(command, "batch");
+  if (!prompt_len) prompt_len = batch ? 256 : 2048;
+  if (!steps) steps = batch ? 64 : 128;
   if (!strcmp(command, "limits") && !dir) return cmd_limits(device);
   if (!strcmp(command, "run") && dir && prompt_len > 1 && steps > 0)
     return cmd_run(dir, prompt_len, steps, gemm, graphs, device);
+  if (batch && dir && prompt_len > 1 && steps > 0) return cmd_batch(dir, prompt_len, steps, device);
   fprintf(stderr, "usage: gpu_bench limits [--device N]\n"
-                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--no-graphs] [--device N]\n");
+                  "       gpu_bench run DIR [--prompt N] [--decode S] [--gemm fast|exact] [--no-graphs] [--device N]\n"
+                  "       gpu_bench batch DIR [--prompt N] [--decode S] [--device N]\n");
   return 2;
 }

@@ -6,7 +6,13 @@
  * cache (the logits of one more token run alone afterwards). On the demo
  * checkpoint (BF16 weights) and hd128_f32 (F32), with the back end's
  * batched products (matmul_rows) and without them (each row through the
- * one-row operations), on every CPU kernel path. Then the refusals. */
+ * one-row operations), on every CPU kernel path. Then the refusals.
+ *
+ * Built with MD_TEST_CUDA (tests/cudaemu: the CUDA back end's own sources
+ * on the emulator; tests/gpu: a GPU), the same on the CUDA back end, whose
+ * one-sequence steps are fused and recorded as graphs while a batched step
+ * runs matmul_rows, logits_rows and views: on the F32, F16 and BF16
+ * fixtures (the demo's 151,936-row LM head is too slow to emulate). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +21,9 @@
 #include "collector/model/qwen2_forward.h"
 #include "collector/model/qwen2_model.h"
 #include "kernels/cpu/cpu.h"
+#ifdef MD_TEST_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
 #include "tests/test_util.h"
 
 enum { SEQS = 5, MAX_STEPS = 12, CAPACITY = 64 };
@@ -190,12 +199,31 @@ static void check_batched(const char *label, md_qwen2_forward *fw, md_kernels *k
   md_qwen2_select(fw, NULL);
 }
 
+/* The back end under test and its name in the labels. */
+static md_status open_kernels(md_cpu_kernels path, md_kernels **k, md_error *err) {
+#ifdef MD_TEST_CUDA
+  (void)path;
+  return md_kernels_cuda_new(NULL, k, err);
+#else
+  md_cpu_options o = {.threads = 2, .kernels = path};
+  return md_kernels_cpu_new(&o, k, err);
+#endif
+}
+
+static const char *kernels_name(md_kernels *k) {
+#ifdef MD_TEST_CUDA
+  (void)k;
+  return "cuda";
+#else
+  return md_kernels_cpu_isa(k);
+#endif
+}
+
 static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels path) {
   md_error err;
   md_qwen2_model *model = NULL;
   md_kernels *k = NULL;
-  md_cpu_options o = {.threads = 2, .kernels = path};
-  if (md_qwen2_model_open(dir, &model, &err) != MD_OK || md_kernels_cpu_new(&o, &k, &err) != MD_OK) {
+  if (md_qwen2_model_open(dir, &model, &err) != MD_OK || open_kernels(path, &k, &err) != MD_OK) {
     CHECK_MSG(0, "%s: %s", dir, err.message);
     return;
   }
@@ -215,7 +243,7 @@ static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels pa
   k->ops->buf_free(k, received);
   char name[128];
   snprintf(name, sizeof name, "%s, %s kernels, batched products", label,
-           md_kernels_cpu_isa(k));
+           kernels_name(k));
   check_batched(name, fw, k, c->num_hidden_layers, c->vocab_size, want);
   /* Without matmul_rows: each row through the one-row operations. */
   md_kernel_ops rowwise = *k->ops;
@@ -223,11 +251,11 @@ static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels pa
   rowwise.matmul_rows = NULL;
   rowwise.logits_rows = NULL;
   k->ops = &rowwise;
-  snprintf(name, sizeof name, "%s, %s kernels, row by row", label, md_kernels_cpu_isa(k));
+  snprintf(name, sizeof name, "%s, %s kernels, row by row", label, kernels_name(k));
   check_batched(name, fw, k, c->num_hidden_layers, c->vocab_size, want);
   /* Without buf_view: one sequence after another. */
   rowwise.buf_view = NULL;
-  snprintf(name, sizeof name, "%s, %s kernels, one by one", label, md_kernels_cpu_isa(k));
+  snprintf(name, sizeof name, "%s, %s kernels, one by one", label, kernels_name(k));
   check_batched(name, fw, k, c->num_hidden_layers, c->vocab_size, want);
   k->ops = saved;
   for (int s = 0; s < SEQS; s++) free(want[s].final_logits);
@@ -236,12 +264,27 @@ static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels pa
   md_qwen2_model_close(model);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   const char *root = getenv("MD_SOURCE_ROOT");
   if (!root) root = ".";
   char demo[4096], f32[4096];
   snprintf(demo, sizeof demo, "%s/data/models/qwen2-tiny", root);
   snprintf(f32, sizeof f32, "%s/tests/model/fixtures/hd128_f32", root);
+#ifdef MD_TEST_CUDA
+  char f16[4096], bf16[4096];
+  snprintf(f16, sizeof f16, "%s/tests/model/fixtures/theta1e4_f16", root);
+  snprintf(bf16, sizeof bf16, "%s/tests/model/fixtures/qwen05_heads_bf16", root);
+  /* An argument names the one fixture to run. */
+  const char *only = argc > 1 ? argv[1] : NULL;
+  if (!only || !strcmp(only, "hd128_f32")) run_checkpoint(f32, "hd128_f32", MD_CPU_KERNELS_BEST);
+  if (!only || !strcmp(only, "theta1e4_f16")) run_checkpoint(f16, "theta1e4_f16", MD_CPU_KERNELS_BEST);
+  if (!only || !strcmp(only, "qwen05_heads_bf16"))
+    run_checkpoint(bf16, "qwen05_heads_bf16", MD_CPU_KERNELS_BEST);
+  (void)demo;
+  return md_test_finish("qwen2 batch (cuda)");
+#endif
+  (void)argc;
+  (void)argv;
   md_cpu_kernels paths[3];
   int n_paths = md_cpu_kernel_paths(paths);
   for (int i = 0; i < n_paths; i++) {
