@@ -51,12 +51,32 @@ typedef struct resident_copy {
   struct resident_copy *next;
 } resident_copy;
 
+/* A vocabulary-sized matrix most of whose rows are zero (a checkpoint
+ * trained over part of its vocabulary, like the shipped demo, whose LM head
+ * has 5,859 nonzero rows of 151,936): the 4-row blocks that hold a nonzero
+ * element, copied together, and the rows they were. The logits multiply
+ * only these and write +0 to the others, the bits the whole product gives
+ * them: a row of zeros sums +0 products (or -0 ones) into +0 accumulators,
+ * so its result is +0 for any finite input. Blocks of 4 rows, because the
+ * matrix-vector kernels compute every row in a 4-row group the same way
+ * and the last rows % 4 of a matrix alone (matvec.c, matvec_chunk): the
+ * packed matrix's rows take the path they take in the whole one. */
+typedef struct packed_rows {
+  void *data;      /* md_cpu_alloc'd [count, cols] in the weight's dtype */
+  int64_t *rows;   /* [count]: the row of the whole matrix each packed row is */
+  int64_t count;
+} packed_rows;
+
+/* At least this many rows for a matrix to be packed (a vocabulary). */
+#define MD_PACK_MIN_ROWS 8192
+
 struct md_kweight {
   md_dtype dtype;
   int64_t rows, cols;   /* [rows, cols]; 1-D tensors have rows = 1 */
   const void *data;     /* file dtype: the resident copy; for 1-D weights, `converted` */
   float *converted;     /* owned f32 copy of a 1-D weight, else NULL */
   resident_copy *resident; /* 2-D weights: the shared copy (NULL when mapped) */
+  packed_rows *packed;  /* its nonzero row blocks when at most half are nonzero, else NULL */
 };
 
 typedef struct cpu_kernels {
@@ -74,6 +94,9 @@ typedef struct cpu_kernels {
   size_t f32_w_floats;
   float *row_scratch;   /* one normalised row for the LM head */
   size_t row_scratch_n;
+  float *packed_logits; /* the packed rows' logits (packed_rows) */
+  size_t packed_logits_n;
+  bool dense_logits;    /* md_cpu_options.dense_logits: no packed_rows */
   md_cpu_weights weights; /* copy or read the 2-D weights in place */
   md_status deferred;   /* first allocation failure inside a compute op */
   char blas_library[64]; /* md_blas_library, for the facts */
@@ -237,6 +260,63 @@ static void resident_release(cpu_kernels *c, resident_copy *r) {
   free(r);
 }
 
+/* Whether rows [r0, r1) of w are all zero (either sign). */
+static bool rows_zero(const md_kweight *w, int64_t r0, int64_t r1) {
+  size_t begin = (size_t)r0 * (size_t)w->cols, end = (size_t)r1 * (size_t)w->cols;
+  for (size_t i = begin; i < end; i++)
+    if (md_cpu_weight_at(w->data, w->dtype, i) != 0.0f) return false; /* NaN too */
+  return true;
+}
+
+/* w->packed when w is vocabulary-sized and at most half of its 4-row blocks
+ * hold a nonzero element; MD_E_NOMEM when the copy cannot be made. */
+static md_status pack_rows(md_kweight *w) {
+  if (w->rows < MD_PACK_MIN_ROWS || w->cols <= 0) return MD_OK;
+  int64_t blocks = (w->rows + 3) / 4, kept_blocks = 0, kept_rows = 0;
+  bool *keep = malloc((size_t)blocks);
+  if (!keep) return MD_E_NOMEM;
+  for (int64_t b = 0; b < blocks; b++) {
+    int64_t r1 = 4 * b + 4 < w->rows ? 4 * b + 4 : w->rows;
+    keep[b] = !rows_zero(w, 4 * b, r1);
+    if (keep[b]) kept_blocks++, kept_rows += r1 - 4 * b;
+  }
+  md_status s = MD_OK;
+  if (2 * kept_blocks <= blocks) {
+    size_t row_bytes = (size_t)w->cols * md_dtype_size(w->dtype);
+    packed_rows *p = calloc(1, sizeof *p);
+    if (p) {
+      p->data = md_cpu_alloc(kept_rows ? (size_t)kept_rows * row_bytes : 1);
+      p->rows = malloc((size_t)(kept_rows ? kept_rows : 1) * sizeof *p->rows);
+    }
+    if (!p || !p->data || !p->rows) {
+      if (p) md_cpu_free(p->data), free(p->rows);
+      free(p);
+      s = MD_E_NOMEM;
+    } else {
+      for (int64_t b = 0; b < blocks; b++) {
+        if (!keep[b]) continue;
+        for (int64_t r = 4 * b; r < 4 * b + 4 && r < w->rows; r++) {
+          memcpy((char *)p->data + (size_t)p->count * row_bytes,
+                 (const char *)w->data + (size_t)r * row_bytes, row_bytes);
+          p->rows[p->count++] = r;
+        }
+      }
+      w->packed = p;
+    }
+  }
+  free(keep);
+  return s;
+}
+
+int64_t md_kweight_cpu_packed_rows(const md_kweight *w) { return w && w->packed ? w->packed->count : 0; }
+
+static void packed_free(packed_rows *p) {
+  if (!p) return;
+  md_cpu_free(p->data);
+  free(p->rows);
+  free(p);
+}
+
 static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **out,
                                 md_error *err) {
   cpu_kernels *c = cpu(k);
@@ -270,6 +350,12 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
       }
       w->data = w->resident->copy;
     }
+    if (!c->dense_logits && pack_rows(w) != MD_OK) {
+      resident_release(c, w->resident);
+      free(w);
+      return md_fail(err, MD_E_NOMEM, "cpu kernels: out of memory for the nonzero rows of '%s'",
+                     t->name ? t->name : "?");
+    }
   } else {
     w->converted = malloc((size_t)w->cols * sizeof(float));
     if (!w->converted) {
@@ -288,6 +374,7 @@ static md_status cpu_weight_new(md_kernels *k, const md_tensor *t, md_kweight **
 static void cpu_weight_free(md_kernels *k, md_kweight *w) {
   if (!w) return;
   resident_release(cpu(k), w->resident);
+  packed_free(w->packed);
   free(w->converted);
   free(w);
 }
@@ -671,6 +758,37 @@ static md_status cpu_buf_view(md_kernels *k, md_kbuf *buf, size_t offset, size_t
   return MD_OK;
 }
 
+/* The logits of n normalised rows x (n x cols) by the LM head's packed
+ * rows (packed_rows), +0 elsewhere; false (nothing done) when the head is
+ * not packed or an input is not finite (a zero row's product would be NaN
+ * then). The packed rows go through md_cpu_matvec_rows as the whole matrix
+ * would, so every row gets the whole product's bits. */
+static bool logits_packed(cpu_kernels *c, float *logits, const md_kweight *lm_head, const float *x,
+                          int64_t n) {
+  const packed_rows *p = lm_head->packed;
+  if (!p) return false;
+  size_t inputs = (size_t)n * (size_t)lm_head->cols;
+  for (size_t i = 0; i < inputs; i++)
+    if (!isfinite(x[i])) return false;
+  size_t need = (size_t)n * (size_t)(p->count ? p->count : 1);
+  if (c->packed_logits_n < need) {
+    float *grown = realloc(c->packed_logits, need * sizeof(float));
+    if (!grown) return false; /* the whole product then */
+    c->packed_logits = grown;
+    c->packed_logits_n = need;
+  }
+  md_cpu_matvec_out out = {.y = c->packed_logits, .w = p->data, .dtype = lm_head->dtype,
+                           .rows = p->count};
+  md_cpu_matvec_rows(c->isa, c->threads, &out, 1, lm_head->cols, x, n);
+  for (int64_t b = 0; b < n; b++) {
+    float *row = logits + (size_t)b * (size_t)lm_head->rows;
+    const float *got = c->packed_logits + (size_t)b * (size_t)p->count;
+    memset(row, 0, (size_t)lm_head->rows * sizeof(float));
+    for (int64_t j = 0; j < p->count; j++) row[p->rows[j]] = got[j];
+  }
+  return true;
+}
+
 static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                        const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
@@ -685,6 +803,7 @@ static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t
     c->row_scratch_n = dim;
   }
   rmsnorm_row(c->row_scratch, x->data + (size_t)row * dim, norm->data, (int64_t)dim, eps);
+  if (logits_packed(c, logits->data, lm_head, c->row_scratch, 1)) return;
   md_cpu_matvec(c->isa, c->threads, logits->data, lm_head->data, lm_head->dtype, lm_head->rows,
                 lm_head->cols, c->row_scratch, NULL);
 }
@@ -707,6 +826,7 @@ static void cpu_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, in
   for (int64_t r = 0; r < n; r++)
     rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)r * dim, norm->data,
                 (int64_t)dim, eps);
+  if (logits_packed(c, logits->data, lm_head, c->row_scratch, n)) return;
   md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
                            .rows = lm_head->rows};
   md_cpu_matvec_rows(c->isa, c->threads, &out, 1, lm_head->cols, c->row_scratch, n);
@@ -727,6 +847,7 @@ static void cpu_destroy(md_kernels *k) {
   md_cpu_free(c->bf16_w);
   md_cpu_free(c->f32_w);
   free(c->row_scratch);
+  free(c->packed_logits);
   free(c);
 }
 
@@ -809,6 +930,7 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   c->gemm_scratch = scratch;
   c->bf16_gemm = bf16_gemm;
   c->weights = weights;
+  c->dense_logits = options && options->dense_logits;
   /* auto: ours where it measured faster than OpenBLAS's sgemm (cpu.h). */
   bool own_faster = isa == MD_CPU_ISA_AVX2 ||
                     (isa == MD_CPU_ISA_AVX512 && md_cpu_amd_zen5_or_later(&facts));

@@ -64,6 +64,9 @@ typedef struct md_cpu_options {
                              float32 either way. */
   md_cpu_gemm gemm;       /* 0 = auto */
   md_cpu_weights weights; /* 0 = copy */
+  bool dense_logits;      /* the LM head's all-zero row blocks multiplied
+                             too (backend.c, packed_rows: skipping them
+                             gives the same bits; tests compare the two) */
 } md_cpu_options;
 
 /* The CPUs this process may run on: its affinity mask's (taskset, Slurm's
@@ -89,6 +92,11 @@ const char *md_kernels_cpu_isa(const md_kernels *k);
 /* Whether the back end multiplies BF16 prompts with AVX-512 BF16
  * (md_cpu_options.bf16_gemm). */
 bool md_kernels_cpu_bf16_gemm(const md_kernels *k);
+/* Rows of a CPU weight's packed copy of its nonzero 4-row blocks (the
+ * logits multiply only those; md_cpu_options.dense_logits), 0 when it has
+ * none: a matrix of fewer than 8,192 rows, or with more than half of its
+ * blocks nonzero. */
+int64_t md_kweight_cpu_packed_rows(const md_kweight *w);
 
 /* Who multiplies the prompt's float32 products, md_cpu_gemm resolved:
  * "own" (gemm_f32.h) or "blas" (OpenBLAS's sgemm). */

@@ -492,6 +492,13 @@ static md_kbuf *upload(md_kernels *k, const float *data, size_t n) {
   return buf;
 }
 
+static md_kbuf *empty(md_kernels *k, size_t n) {
+  md_kbuf *buf = NULL;
+  md_error err;
+  CHECK(k->ops->buf_new(k, n, &buf, &err) == MD_OK);
+  return buf;
+}
+
 static float *download(md_kernels *k, const md_kbuf *buf, size_t n) {
   float *out = malloc(n * sizeof(float));
   md_error err;
@@ -1062,6 +1069,113 @@ static void test_owned_weights_in_place(md_kernels *k) {
  * several (the prompt's GEMM) on a mapped and a copying back end, compared
  * whole; then the tensor is changed in place, which the mapped back end
  * sees and the copying one does not. */
+/* An LM head trained over part of its vocabulary (most rows zero, as the
+ * demo checkpoint's): its packed nonzero 4-row blocks give every logit the
+ * bits of the whole product (dense_logits), one row (logits) and several
+ * (logits_rows); +0 where the row is zero; the whole product when the input
+ * is not finite; no packing when more than half the blocks are nonzero or
+ * the matrix is small. Rows % 4 = 3, with the last, partial block zero and
+ * nonzero. */
+static void test_packed_logits(md_cpu_kernels path) {
+  enum { ROWS = 8195, N = 5 };
+  const int64_t widths[] = {64, 37};
+  md_cpu_options packed_options = {.threads = 2, .kernels = path};
+  md_cpu_options dense_options = {.threads = 2, .kernels = path, .dense_logits = true};
+  md_kernels *packed = NULL, *dense = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&packed_options, &packed, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&dense_options, &dense, &err) == MD_OK);
+  for (size_t d = 0; d < 3; d++)
+    for (size_t wi = 0; wi < 2; wi++)
+      for (int last = 0; last < 2; last++) {
+        const int64_t cols = widths[wi];
+        md_dtype dtype = DTYPES[d];
+        size_t esize = md_dtype_size(dtype);
+        void *w = calloc((size_t)ROWS * (size_t)cols, esize);
+        int64_t nonzero = 0;
+        for (int64_t r = 0; r < ROWS; r++) {
+          /* about one row in 11, in runs, and the last row when `last` */
+          bool keep = (r % 97) < 9 || (r % 13) == 5 || (last && r == ROWS - 1);
+          if (!keep) continue;
+          nonzero++;
+          for (int64_t c = 0; c < cols; c++) random_weight(w, dtype, (size_t)(r * cols + c));
+        }
+        float *gamma = malloc((size_t)cols * sizeof(float)), *x = malloc((size_t)(N * cols) * sizeof(float));
+        for (int64_t c = 0; c < cols; c++) gamma[c] = uniform(0.5f, 1.5f);
+        for (int64_t i = 0; i < N * cols; i++) x[i] = uniform(-2.0f, 2.0f);
+        float *got[2][2];
+        md_kernels *ks[2] = {packed, dense};
+        int64_t packed_rows = -1;
+        for (int kk = 0; kk < 2; kk++) {
+          md_kernels *k = ks[kk];
+          md_tensor wt, gt;
+          md_kweight *head = weight(k, &wt, w, dtype, ROWS, cols), *norm = weight(k, &gt, gamma, MD_DTYPE_F32, 0, cols);
+          if (kk == 0) packed_rows = md_kweight_cpu_packed_rows(head);
+          else CHECK(md_kweight_cpu_packed_rows(head) == 0);
+          md_kbuf *xb = upload(k, x, (size_t)(N * cols)), *one = empty(k, ROWS),
+                  *all = empty(k, (size_t)N * ROWS);
+          k->ops->logits(k, one, xb, 3, norm, head, 1e-6f);
+          k->ops->logits_rows(k, all, xb, N, norm, head, 1e-6f);
+          got[kk][0] = download(k, one, ROWS);
+          got[kk][1] = download(k, all, (size_t)N * ROWS);
+          k->ops->buf_free(k, xb);
+          k->ops->buf_free(k, one);
+          k->ops->buf_free(k, all);
+          k->ops->weight_free(k, head);
+          k->ops->weight_free(k, norm);
+        }
+        CHECK_MSG(packed_rows > 0 && packed_rows % 4 == (last ? 3 : 0) && packed_rows < ROWS / 2 &&
+                      packed_rows >= nonzero,
+                  "%s %s cols %lld: %lld packed rows for %lld nonzero", md_cpu_isa_name(md_cpu_isa_of(path)),
+                  md_dtype_name(dtype), (long long)cols, (long long)packed_rows, (long long)nonzero);
+        CHECK_MSG(!memcmp(got[0][0], got[1][0], ROWS * sizeof(float)) &&
+                      !memcmp(got[0][1], got[1][1], (size_t)N * ROWS * sizeof(float)),
+                  "%s %s cols %lld last %d: packed logits differ from the whole product",
+                  md_cpu_isa_name(md_cpu_isa_of(path)), md_dtype_name(dtype), (long long)cols, last);
+        bool zeros = true;
+        for (int64_t r = 0; r < ROWS; r++) {
+          union { float f; uint32_t u; } v = {.f = got[0][0][r]};
+          if ((r % 97) >= 9 && (r % 13) != 5 && !(last && r == ROWS - 1)) zeros = zeros && v.u == 0;
+        }
+        CHECK_MSG(zeros, "a zero row's logit is +0");
+        for (int kk = 0; kk < 2; kk++) free(got[kk][0]), free(got[kk][1]);
+        free(w);
+        free(gamma);
+        free(x);
+      }
+  /* A NaN input: the whole product (NaN logits), not +0 for the zero rows;
+   * a denser matrix and a small one are not packed. */
+  enum { COLS = 16 };
+  uint16_t *w = calloc((size_t)ROWS * COLS, sizeof *w);
+  for (int64_t r = 0; r < ROWS; r += 16) /* a block in four nonzero */
+    for (int c = 0; c < COLS; c++) w[r * COLS + c] = 0x3f80; /* 1.0 in BF16 */
+  float gamma[COLS], x[COLS];
+  for (int c = 0; c < COLS; c++) gamma[c] = 1.0f, x[c] = c == 3 ? NAN : 1.0f;
+  md_tensor wt, gt;
+  md_kweight *head = weight(packed, &wt, w, MD_DTYPE_BF16, ROWS, COLS);
+  md_kweight *norm = weight(packed, &gt, gamma, MD_DTYPE_F32, 0, COLS);
+  CHECK(md_kweight_cpu_packed_rows(head) > 0);
+  md_kbuf *xb = upload(packed, x, COLS), *one = empty(packed, ROWS);
+  packed->ops->logits(packed, one, xb, 0, norm, head, 1e-6f);
+  float *nan_logits = download(packed, one, ROWS);
+  CHECK_MSG(isnan(nan_logits[1]) && isnan(nan_logits[0]), "a NaN input gives NaN logits on zero rows too");
+  free(nan_logits);
+  packed->ops->weight_free(packed, head);
+  for (int64_t r = 0; r < ROWS; r += 2) w[r * COLS] = 0x3f80; /* every block nonzero */
+  head = weight(packed, &wt, w, MD_DTYPE_BF16, ROWS, COLS);
+  CHECK(md_kweight_cpu_packed_rows(head) == 0);
+  packed->ops->weight_free(packed, head);
+  head = weight(packed, &wt, w, MD_DTYPE_BF16, 4000, COLS); /* below 8,192 rows */
+  CHECK(md_kweight_cpu_packed_rows(head) == 0);
+  packed->ops->weight_free(packed, head);
+  packed->ops->weight_free(packed, norm);
+  packed->ops->buf_free(packed, xb);
+  packed->ops->buf_free(packed, one);
+  free(w);
+  md_kernels_free(packed);
+  md_kernels_free(dense);
+}
+
 static void test_weights_mapped(md_cpu_kernels path) {
   enum { ROWS = 67, COLS = 96, N = 9 };
   md_cpu_options copy_options = {.threads = 2, .kernels = path};
@@ -1231,6 +1345,7 @@ int main(void) {
     test_decode_products(isa);
     test_prefill_products(isa);
     test_backend(paths[i]);
+    test_packed_logits(paths[i]);
   }
   test_backend(MD_CPU_KERNELS_BEST);
   if (facts.avx512_bf16) { /* --bf16-gemm's attention: P V in bf16, weights float32 */
