@@ -52,8 +52,8 @@ typedef struct resident_copy {
 } resident_copy;
 
 /* A vocabulary-sized matrix most of whose rows are zero (a checkpoint
- * trained over part of its vocabulary, like the shipped demo, whose LM head
- * has 5,859 nonzero rows of 151,936): the 4-row blocks that hold a nonzero
+ * trained over part of its vocabulary, like the shipped demo, whose unused
+ * ids have zero rows): the 4-row blocks that hold a nonzero
  * element, copied together, and the rows they were. The logits multiply
  * only these and write +0 to the others, the bits the whole product gives
  * them: a row of zeros sums +0 products (or -0 ones) into +0 accumulators,
