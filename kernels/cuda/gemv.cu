@@ -307,11 +307,30 @@ __device__ __forceinline__ void store_batch_row(const md_cuda_gemv_args &a, int 
   a.y[m][(int64_t)b * a.rows[m] + r] = y;
 }
 
+// One round of a lane's loads in a batched product: the weight vectors
+// v, v + 32, ..., v + 32 (U - 1) of row wr below end, U loads in flight,
+// each dotted with the same columns of rows 0 .. nb-1 of x (x_stride
+// float4s apart) into acc[b], in the one-row kernels' order.
+template <int DT, int U>
+__device__ __forceinline__ void dot_batch(const uint4 *wr, const float4 *x, int64_t x_stride, int64_t v,
+                                          int64_t end, int nb, float (&acc)[kBatchRows]) {
+  constexpr int x_per_vec = (DT == MD_DTYPE_F32 ? 4 : 8) / 4;
+  uint4 wv[U];
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
+#pragma unroll
+  for (int u = 0; u < U; u++)
+    if (v + 32 * u < end)
+#pragma unroll
+      for (int b = 0; b < kBatchRows; b++)
+        if (b < nb) acc[b] = dot_vec<DT, false>(wv[u], x + b * x_stride + (v + 32 * u) * x_per_vec, acc[b]);
+}
+
 template <int DT>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_vec_batch_kernel(md_cuda_gemv_args a, int split, int64_t groups, int nb) {
   constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
-  constexpr int x_per_vec = per_vec / 4;
   __shared__ float partial[kBatchRows][kWarps];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, slots = kWarps / split;
   const int64_t vecs_per_row = a.cols / per_vec;
@@ -334,20 +353,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     float acc[kBatchRows];
 #pragma unroll
     for (int b = 0; b < kBatchRows; b++) acc[b] = 0.0f;
-    if (wr) {
-      for (int64_t v = begin + lane; v < end; v += 32 * kUnroll) {
-        uint4 wv[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; u++)
-          if (v + 32 * u < end) wv[u] = __ldg(wr + v + 32 * u);
-#pragma unroll
-        for (int u = 0; u < kUnroll; u++)
-          if (v + 32 * u < end)
-#pragma unroll
-            for (int b = 0; b < kBatchRows; b++)
-              if (b < nb) acc[b] = dot_vec<DT, false>(wv[u], x + b * x_stride + (v + 32 * u) * x_per_vec, acc[b]);
-      }
-    }
+    if (wr)
+      for (int64_t v = begin + lane; v < end; v += 32 * kUnroll)
+        dot_batch<DT, kUnroll>(wr, x, x_stride, v, end, nb, acc);
 #pragma unroll
     for (int b = 0; b < kBatchRows; b++) {
       if (b >= nb) break;  // nb is the same for the whole block: warp_sum stays uniform
@@ -375,7 +383,6 @@ template <int DT>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_rows_batch_kernel(md_cuda_gemv_args a, int64_t units, int nb) {
   constexpr int per_vec = DT == MD_DTYPE_F32 ? 4 : 8;
-  constexpr int x_per_vec = per_vec / 4;
   const int lane = threadIdx.x & 31;
   const int64_t warp0 = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
   const int64_t warps = (int64_t)gridDim.x * kWarps;
@@ -391,18 +398,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     float acc[kBatchRows];
 #pragma unroll
     for (int b = 0; b < kBatchRows; b++) acc[b] = 0.0f;
-    for (int64_t v = lane; v < vecs; v += 32 * kRowUnroll) {
-      uint4 g[kRowUnroll];
-#pragma unroll
-      for (int i = 0; i < kRowUnroll; i++)
-        if (v + 32 * i < vecs) g[i] = __ldg(w0 + v + 32 * i);
-#pragma unroll
-      for (int i = 0; i < kRowUnroll; i++)
-        if (v + 32 * i < vecs)
-#pragma unroll
-          for (int b = 0; b < kBatchRows; b++)
-            if (b < nb) acc[b] = dot_vec<DT, false>(g[i], x + b * x_stride + (v + 32 * i) * x_per_vec, acc[b]);
-    }
+    for (int64_t v = lane; v < vecs; v += 32 * kRowUnroll)
+      dot_batch<DT, kRowUnroll>(w0, x, x_stride, v, vecs, nb, acc);
 #pragma unroll
     for (int b = 0; b < kBatchRows; b++) {
       if (b >= nb) break;
