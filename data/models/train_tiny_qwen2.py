@@ -482,12 +482,15 @@ def evaluate(model, sequences, unused, budget, answers):
     return total / count, right, asked
 
 
-def copying_recipe(vocab_size):
+def copying_recipe(vocab_size, drill_batches):
     """Everything the state after the copying phase depends on: the
-    architecture, the vocabulary size and the settings the phase reads."""
+    architecture, the vocabulary size, the settings the phase reads and the
+    drills themselves (a digest of their ids and answer spans, so that a
+    change of the drills' forms is a new recipe)."""
     names = ("seed", "lr", "warmup", "weight_decay", "grad_clip", "betas", "answer_weight", "drill_steps",
              "drill_batch", "drill_grow", "drill_facts")
-    return dict(ARCHITECTURE, vocab_size=vocab_size, **{name: TRAIN[name] for name in names})
+    drills = hashlib.sha256(json.dumps(drill_batches).encode()).hexdigest()
+    return dict(ARCHITECTURE, vocab_size=vocab_size, drills=drills, **{name: TRAIN[name] for name in names})
 
 
 def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_batches=(), held_drills=None,
@@ -529,7 +532,7 @@ def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_bat
         log(f"step {step:4d}  " + "; ".join(parts))
 
     start, cpu_start, seen, window = time.time(), time.process_time(), 0, []
-    first, checkpoint, recipe = 0, None, copying_recipe(vocab_size)
+    first, checkpoint, recipe = 0, None, copying_recipe(vocab_size, drill_batches)
     if work and constant:
         digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
         checkpoint = os.path.join(work, f"copying-phase-{digest}.pt")
@@ -695,11 +698,12 @@ def probe_accuracy(out, tiers, log, max_new_tokens=32):
     same KV cache, "<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n
     <|im_start|>assistant\n" and greedy decoding until <|im_end|> or
     max_new_tokens; right when " normalised answer " occurs in " normalised
-    output ". Logs a table (right / asked per region and tier)."""
+    output ". Logs a table (right / asked per region and tier), then each
+    probe answered wrong with what the model said."""
     model = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="sdpa")
     model.eval()
     encoder = Encoder(out)
-    table = {}
+    table, wrong = {}, []
     for name, path in tiers.items():
         counts = table[name] = {region: [0, 0] for region in REGIONS}
         for episode in read_jsonl(path):
@@ -721,6 +725,9 @@ def probe_accuracy(out, tiers, log, max_new_tokens=32):
                 output = encoder.tokenizer.decode(generated, skip_special_tokens=False)
                 right = f" {normalise(probe['answer'])} " in f" {normalise(output)} "
                 counts[probe["region"]][0] += int(right)
+                if not right:
+                    wrong.append(f"{name} {probe['region']}: {probe['question']} {probe['answer']!r}, "
+                                 f"answered {output!r}")
                 counts[probe["region"]][1] += 1
     names = list(tiers)
     log("probe accuracy (greedy, full cache): right/asked per region")
@@ -733,6 +740,8 @@ def probe_accuracy(out, tiers, log, max_new_tokens=32):
     totals = {n: [sum(c[0] for c in table[n].values()), sum(c[1] for c in table[n].values())] for n in names}
     log("| all | " + " | ".join(f"{totals[n][0]}/{totals[n][1]} ({100 * totals[n][0] / totals[n][1]:.1f}%)"
                               for n in names) + " |")
+    for line in wrong:
+        log("wrong: " + line)
     return table
 
 
