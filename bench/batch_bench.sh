@@ -12,7 +12,11 @@
 #              fetches it; skipped without it): eval of the first
 #              --episodes of agent-450, full against every policy (target:
 #              at most 3x), and collect's decode rate with --batch 1 and 8
-#              (target: 4x)
+#              (target: 4x) beside the compute bound of a batched step: the
+#              FMA peak (inference_bench limits) over the 0.988 GFLOP a token
+#              of the 0.5B costs in its matrix products (a batched step keeps
+#              the one-row products' float32 arithmetic, so BF16 dot products
+#              cannot raise it)
 #
 #   bench/batch_bench.sh [--threads N] [--episodes N] [--no-build] [--no-real]
 #
@@ -34,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 . bench/common.sh
-bench_build "$build_first" batch_bench.sh calib/memdecay-calibrate
+bench_build "$build_first" batch_bench.sh calib/memdecay-calibrate bench/inference_bench
 bin=${MD_BUILD_DIR:-build}/calib/memdecay-calibrate
 work=${MD_BUILD_DIR:-build}/bench-work/batch
 rm -rf "$work" && mkdir -p "$work"
@@ -95,3 +99,17 @@ for b in 1 8; do
   echo "collect --batch $b (8 episodes): decode $(rate "$work/c$b.log" decode) tok/s, prefill $(rate "$work/c$b.log" prefill) tok/s"
 done
 diff -r "$work/c1" "$work/c8" >/dev/null || { echo "batched run directory differs!" >&2; exit 1; }
+# The bound: Qwen2.5-0.5B's multiply-adds per token, 24 layers x 896 x
+# (896 + 128 + 128 + 896 + 3 x 4864) plus the LM head 151936 x 896.
+peak=$("${MD_BUILD_DIR:-build}/bench/inference_bench" limits --threads "$threads" |
+  sed -n 's/^fma_peak_gflops //p')
+one=$(rate "$work/c1.log" decode) eight=$(rate "$work/c8.log" decode)
+python3 - "$peak" "$one" "$eight" <<'PY'
+import sys
+peak, one, eight = (float(v) for v in sys.argv[1:4])
+flop = 2.0 * (24 * 896 * (896 + 128 + 128 + 896 + 3 * 4864) + 151936 * 896) / 1e9
+bound = peak / flop
+print(f"collect --batch 8 over --batch 1: {eight / one:.2f}x (target 4x); the compute bound of a batched "
+      f"step: FMA peak {peak:.1f} GFLOP/s / {flop:.3f} GFLOP a token = {bound:.0f} tok/s = {bound / one:.2f}x "
+      f"--batch 1; --batch 8 runs at {eight / bound:.2f} of it")
+PY
