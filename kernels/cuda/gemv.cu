@@ -483,15 +483,44 @@ void launch_dtype(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, 
   else launch_vec<DT, false>(ctx, a, groups, split, smem);
 }
 
+// a.total_rows set; false when the arguments name no product (nothing to launch).
+inline bool count_rows(md_cuda_gemv_args &a) {
+  a.total_rows = 0;
+  for (int m = 0; m < a.count; m++) a.total_rows += a.rows[m];
+  return a.count >= 1 && a.count <= 3 && a.total_rows > 0 && a.cols > 0;
+}
+
+// Whether the vector kernels may run the product: x and every W on 16-byte
+// boundaries and rows a whole number of weight vectors; else the scalar
+// kernel. One predicate for the one-row and the batched launches, whose
+// bits agree only if they choose alike.
+inline bool vector_aligned(const md_cuda_gemv_args &a) {
+  const int per_vec = a.dtype == MD_DTYPE_F32 ? 4 : 8;
+  bool aligned = ((uintptr_t)a.x % 16 == 0) && a.cols % per_vec == 0;
+  for (int m = 0; m < a.count; m++) aligned = aligned && (uintptr_t)a.w[m] % 16 == 0;
+  return aligned;
+}
+
+// One launch of a batched product (nb rows of x): the warp-per-row or the
+// vector variant, as md_cuda_gemv_fused chooses for one row.
+template <int DT>
+void launch_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args &a, int64_t groups, int split, int nb) {
+  if (ctx->gemv_rows) {
+    const unsigned blocks = resident_blocks(ctx, (a.total_rows + kWarps - 1) / kWarps);
+    MD_LAUNCH_PDL(ctx, false, gemv_rows_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, a, a.total_rows, nb);
+  } else {
+    const unsigned blocks = resident_blocks(ctx, groups);
+    MD_LAUNCH_PDL(ctx, false, gemv_vec_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, a, split, groups, nb);
+  }
+}
+
 }  // namespace md_cuda
 
 using namespace md_cuda;
 
 extern "C" void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *args) {
   md_cuda_gemv_args a = *args;
-  a.total_rows = 0;
-  for (int m = 0; m < a.count; m++) a.total_rows += a.rows[m];
-  if (a.count < 1 || a.count > 3 || a.total_rows <= 0 || a.cols <= 0) return;
+  if (!count_rows(a)) return;
   if (a.epilogue == MD_CUDA_GEMV_SWIGLU && (a.count != 2 || a.rows[0] != a.rows[1])) {
     md_cuda_fail(ctx, MD_E_INVALID, "cuda kernels: a SwiGLU product needs two matrices of equal rows");
     return;
@@ -499,8 +528,7 @@ extern "C" void md_cuda_gemv_fused(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
   a.prefetch = ctx->pdl;
   const size_t smem = a.norm_weight ? (size_t)a.cols * sizeof(float) : 0;
   const int per_vec = a.dtype == MD_DTYPE_F32 ? 4 : 8;
-  bool aligned = ((uintptr_t)a.x % 16 == 0) && a.cols % per_vec == 0;
-  for (int m = 0; m < a.count; m++) aligned = aligned && (uintptr_t)a.w[m] % 16 == 0;
+  const bool aligned = vector_aligned(a);
   const int64_t swiglu_rows = a.epilogue == MD_CUDA_GEMV_SWIGLU ? 2 : 1;
   if (!aligned) {
     a.prefetch = false;
@@ -531,13 +559,8 @@ extern "C" void md_cuda_gemv_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
     md_cuda_gemv_fused(ctx, &a);
     return;
   }
-  a.total_rows = 0;
-  for (int m = 0; m < a.count; m++) a.total_rows += a.rows[m];
-  if (a.count < 1 || a.count > 3 || a.total_rows <= 0 || a.cols <= 0) return;
-  const int per_vec = a.dtype == MD_DTYPE_F32 ? 4 : 8;
-  bool aligned = ((uintptr_t)a.x % 16 == 0) && a.cols % per_vec == 0;
-  for (int m = 0; m < a.count; m++) aligned = aligned && (uintptr_t)a.w[m] % 16 == 0;
-  if (!aligned) {  // the scalar kernel, a launch per row: its bits, W read n times
+  if (!count_rows(a)) return;
+  if (!vector_aligned(a)) {  // the scalar kernel, a launch per row: its bits, W read n times
     for (int64_t b = 0; b < n && ctx->status == MD_OK; b++) {
       md_cuda_gemv_args row = *args;
       row.x = args->x + b * args->cols;
@@ -547,7 +570,7 @@ extern "C" void md_cuda_gemv_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
     return;
   }
   a.prefetch = false;
-  const int split = split_for(a.cols / per_vec);
+  const int split = split_for(a.cols / (a.dtype == MD_DTYPE_F32 ? 4 : 8));
   const int64_t rows_per_group = kWarps / split;
   const int64_t groups = (a.total_rows + rows_per_group - 1) / rows_per_group;
   for (int64_t b0 = 0; b0 < n && ctx->status == MD_OK; b0 += kBatchRows) {
@@ -555,24 +578,11 @@ extern "C" void md_cuda_gemv_batch(md_cuda_ctx *ctx, const md_cuda_gemv_args *ar
     md_cuda_gemv_args part = a;
     part.x = a.x + b0 * a.cols;
     for (int m = 0; m < a.count; m++) part.y[m] = a.y[m] + b0 * a.rows[m];
-#define MD_GEMV_BATCH_LAUNCH(DT)                                                                   \
-  do {                                                                                             \
-    if (ctx->gemv_rows) {                                                                          \
-      const unsigned blocks = resident_blocks(ctx, (a.total_rows + kWarps - 1) / kWarps);          \
-      MD_LAUNCH_PDL(ctx, false, gemv_rows_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, part,   \
-                    a.total_rows, nb);                                                             \
-    } else {                                                                                       \
-      const unsigned blocks = resident_blocks(ctx, groups);                                        \
-      MD_LAUNCH_PDL(ctx, false, gemv_vec_batch_kernel<DT>, dim3(blocks), kWarps * 32, 0, part,    \
-                    split, groups, nb);                                                            \
-    }                                                                                              \
-  } while (0)
     switch (a.dtype) {
-    case MD_DTYPE_F32: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_F32); break;
-    case MD_DTYPE_F16: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_F16); break;
-    case MD_DTYPE_BF16: MD_GEMV_BATCH_LAUNCH(MD_DTYPE_BF16); break;
+    case MD_DTYPE_F32: launch_batch<MD_DTYPE_F32>(ctx, part, groups, split, nb); break;
+    case MD_DTYPE_F16: launch_batch<MD_DTYPE_F16>(ctx, part, groups, split, nb); break;
+    case MD_DTYPE_BF16: launch_batch<MD_DTYPE_BF16>(ctx, part, groups, split, nb); break;
     }
-#undef MD_GEMV_BATCH_LAUNCH
   }
 }
 
