@@ -155,12 +155,26 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
  * the other: a block of 4 rows and up to 6 vectors keeps its 24 sums of
  * one chain in registers, each weight vector widened once for 6 products
  * and each vector of x loaded once for 4 (the arithmetic, not the loads,
- * sets the pace). */
+ * sets the pace).
+ * Each 4-row block is read from memory once, in its first pass, and from
+ * L1 in the others: a bursty stream the hardware prefetchers do not run
+ * ahead of, so the kernel asks for the block ROWS_AHEAD blocks on itself,
+ * spread over the steps of the first two vector blocks (one or two lines
+ * a step of 16-bit weights, twice that of f32), into L2. Without it, a
+ * matrix larger than the caches (a vocabulary's LM head) was read at about
+ * a third of the memory's rate; bench/README.md has the figures. */
+#define ROWS_AHEAD 4
+#define ROWS_PREFETCH(pf, lines)                                                  \
+  do {                                                                            \
+    for (int line_ = 0; line_ < (lines); line_++)                                 \
+      _mm_prefetch((pf) + 64 * line_, _MM_HINT_T1);                               \
+    (pf) += 64 * (lines);                                                         \
+  } while (0)
 #define MD_DEFINE_MATVEC_ROWS_AVX512(NAME, ONE, TYPE, LOAD, LOAD_MASKED)                          \
   __attribute__((always_inline)) MD_AVX512 MD_NO_POINTER_OVERFLOW_CHECK static inline void    \
   NAME##_block(                                                                               \
       float *y, int64_t y_stride, const TYPE *w, const float *x, int64_t cols, int64_t r,     \
-      const float *bias, const int J) {                                                       \
+      const float *bias, const int J, const char *pf, const int pf_lines) {                   \
     int64_t c32 = cols & ~(int64_t)31, lone = c32 + 16 <= cols, tail = c32 + 16 * lone;       \
     const TYPE *wr[4] = {w + r * cols, w + (r + 1) * cols, w + (r + 2) * cols,                \
                          w + (r + 3) * cols};                                                 \
@@ -170,6 +184,7 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
       _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) acc[i][j] = _mm512_setzero_ps();    \
     for (int64_t c = 0; c < c32 + 32 * lone; c += 32) {                                       \
       __m512 wv[4];                                                                           \
+      ROWS_PREFETCH(pf, pf_lines);                                                            \
       _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) wv[i] = LOAD(wr[i] + c);            \
       _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) {                                   \
         __m512 xv = _mm512_loadu_ps(x + j * cols + c);                                        \
@@ -184,6 +199,7 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
       _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) acc[i][j] = _mm512_setzero_ps();    \
     for (int64_t c = 16; c < c32; c += 32) {                                                  \
       __m512 wv[4];                                                                           \
+      ROWS_PREFETCH(pf, pf_lines);                                                            \
       _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) wv[i] = LOAD(wr[i] + c);            \
       _Pragma("GCC unroll 6") for (int j = 0; j < J; j++) {                                   \
         __m512 xv = _mm512_loadu_ps(x + j * cols + c);                                        \
@@ -218,13 +234,18 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
         int64_t size = (nx - j + (blocks - b) - 1) / (blocks - b);                            \
         float *yj = y + j * y_stride;                                                         \
         const float *xj = x + j * cols;                                                       \
+        /* a block's cols * sizeof(TYPE) / 16 lines over the cols / 16 steps \
+         * of one vector block or the first halves of two */                 \
+        int lines = (blocks == 1 ? 2 : b < 2) * (int)sizeof(TYPE) / 2;                        \
+        const char *pf = (const char *)(w + (r + 4 * ROWS_AHEAD) * cols) +                    \
+                         b * (cols / 16) * 32 * (int64_t)sizeof(TYPE);                        \
         switch (size) {                                                                       \
-        case 6: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 6); break;                   \
-        case 5: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 5); break;                   \
-        case 4: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 4); break;                   \
-        case 3: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 3); break;                   \
-        case 2: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 2); break;                   \
-        default: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 1); break;                  \
+        case 6: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 6, pf, lines); break;      \
+        case 5: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 5, pf, lines); break;      \
+        case 4: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 4, pf, lines); break;      \
+        case 3: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 3, pf, lines); break;      \
+        case 2: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 2, pf, lines); break;      \
+        default: NAME##_block(yj, y_stride, w, xj, cols, r, bias, 1, pf, lines); break;     \
         }                                                                                     \
         j += size;                                                                            \
       }                                                                                       \
