@@ -13,10 +13,10 @@
 #              --episodes of agent-450, full against every policy (target:
 #              at most 3x), and collect's decode rate with --batch 1 and 8
 #              (target: 4x) beside the compute bound of a batched step: the
-#              FMA peak (inference_bench limits) over the 0.988 GFLOP a token
-#              of the 0.5B costs in its matrix products (a batched step keeps
-#              the one-row products' float32 arithmetic, so BF16 dot products
-#              cannot raise it)
+#              peak of the products the step runs (inference_bench limits:
+#              vdpbf16ps's with BF16 products, `devices` says which, else the
+#              float32 FMA's) over the 0.988 GFLOP a token of the 0.5B costs
+#              in its matrix products
 #
 #   bench/batch_bench.sh [--threads N] [--episodes N] [--no-build] [--no-real]
 #
@@ -101,15 +101,22 @@ done
 diff -r "$work/c1" "$work/c8" >/dev/null || { echo "batched run directory differs!" >&2; exit 1; }
 # The bound: Qwen2.5-0.5B's multiply-adds per token, 24 layers x 896 x
 # (896 + 128 + 128 + 896 + 3 x 4864) plus the LM head 151936 x 896.
-peak=$("${MD_BUILD_DIR:-build}/bench/inference_bench" limits --threads "$threads" |
-  sed -n 's/^fma_peak_gflops //p')
+# With BF16 products (the default on AMD Zen 4/5) the bound is vdpbf16ps's
+# peak, else the float32 FMA's.
+limits=$("${MD_BUILD_DIR:-build}/bench/inference_bench" limits --threads "$threads")
+if "$bin" devices --device cpu | grep -q '^products of a BF16 checkpoint (prompt and decode): bf16'; then
+  products=bf16 peak=$(echo "$limits" | sed -n 's/^bf16_dot_peak_gflops //p')
+else
+  products=fp32 peak=$(echo "$limits" | sed -n 's/^fma_peak_gflops //p')
+fi
 one=$(rate "$work/c1.log" decode) eight=$(rate "$work/c8.log" decode)
-python3 - "$peak" "$one" "$eight" <<'PY'
+python3 - "$peak" "$one" "$eight" "$products" <<'PY'
 import sys
 peak, one, eight = (float(v) for v in sys.argv[1:4])
+products = sys.argv[4]
 flop = 2.0 * (24 * 896 * (896 + 128 + 128 + 896 + 3 * 4864) + 151936 * 896) / 1e9
 bound = peak / flop
 print(f"collect --batch 8 over --batch 1: {eight / one:.2f}x (target 4x); the compute bound of a batched "
-      f"step: FMA peak {peak:.1f} GFLOP/s / {flop:.3f} GFLOP a token = {bound:.0f} tok/s = {bound / one:.2f}x "
+      f"step ({products} products): peak {peak:.1f} GFLOP/s / {flop:.3f} GFLOP a token = {bound:.0f} tok/s = {bound / one:.2f}x "
       f"--batch 1; --batch 8 runs at {eight / bound:.2f} of it")
 PY

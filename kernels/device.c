@@ -49,8 +49,8 @@ md_status md_device_open(const md_device_options *options, md_kernels **kernels,
     if (weights && *weights && !md_cpu_weights_parse(weights, &cpu.weights))
       return md_fail(err, MD_E_INVALID,
                      MD_DEVICE_ENV_CPU_WEIGHTS " is '%s'; expected copy or mapped", weights);
-    /* BF16 prompt products by default for a BF16 checkpoint where they are
-     * twice as fast, on the avx512 path they run on (not with
+    /* BF16 products by default for a BF16 checkpoint where they are twice
+     * as fast, on the avx512 path they run on (not with
      * MEMDECAY_CPU_KERNELS choosing another); --exact-gemm keeps float32. */
     md_cpu_facts facts = md_cpu_read_facts();
     if (options && options->bf16_matrices && !options->exact_gemm &&

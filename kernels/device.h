@@ -19,13 +19,13 @@ typedef struct md_device_options {
                          md_cpu_bf16_gemm_preferred (AMD Zen 4 and 5) */
   bool no_cuda_graphs; /* CUDA: launch decode steps kernel by kernel instead of
                           replaying them as CUDA graphs (kernels/cuda/graph.c) */
-  bool bf16_gemm;     /* CPU: prompt products of BF16 weights with AVX-512
-                         BF16, the activations rounded to BF16
+  bool bf16_gemm;     /* CPU: products (prompt and decode) of BF16 weights
+                         with AVX-512 BF16, the activations rounded to BF16
                          (md_cpu_options.bf16_gemm), also where it is not
                          the default; the CUDA back end's default already
                          multiplies so, and ignores it */
   bool bf16_matrices; /* the checkpoint's weight matrices are BF16: only then
-                          are BF16 prompt products the CPU's default (on an
+                          are BF16 products the CPU's default (on an
                           F32 or F16 checkpoint the default stays float32) */
 } md_device_options;
 

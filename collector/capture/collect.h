@@ -101,7 +101,7 @@ typedef struct md_collect_options {
   const char *device;          /* "cpu" (NULL), "cuda", "cuda:N" */
   int threads;                 /* CPU threads; 0 = all cores */
   bool exact_gemm;             /* CUDA: prompt products in fp32 (md_device_options) */
-  bool bf16_gemm;              /* CPU: BF16 prompt products by AVX-512 BF16 (same) */
+  bool bf16_gemm;              /* CPU: BF16 products by AVX-512 BF16 (same) */
   bool gguf_f32;               /* a GGUF model's matrices expanded to float32, not bfloat16 */
   bool no_cuda_graphs;         /* CUDA: decode steps launched kernel by kernel, not as graphs */
   int layer_begin, layer_end;  /* captured layers [begin, end); end -1 = the last layer + 1 */

@@ -72,7 +72,7 @@ typedef struct md_eval_options {
   const char *device;         /* "cpu" (NULL), "cuda", "cuda:N" */
   int threads;                /* CPU threads; 0 = all cores */
   bool exact_gemm;            /* CUDA: prompt products in fp32 */
-  bool bf16_gemm;             /* CPU: BF16 prompt products by AVX-512 BF16 */
+  bool bf16_gemm;             /* CPU: BF16 products by AVX-512 BF16 */
   bool gguf_f32;              /* a GGUF model's matrices expanded to float32, not bfloat16 */
   /* The policies, in the order to run them: classes of the table
      (runtime/policy_table.h, md_policy_find) or the caller's own

@@ -84,10 +84,13 @@ typedef struct cpu_kernels {
   int threads;
   md_cpu_isa isa;
   float *gemm_scratch;  /* MD_GEMM_SCRATCH_FLOATS, pages touched on use */
-  bool bf16_gemm;       /* BF16 weights' prompt products by md_gemm_bf16 */
+  bool bf16_gemm;       /* BF16 weights' products in BF16: prompts by md_gemm_bf16,
+                           decode rows by md_bf16_rows */
   bool own_gemm;        /* float32 prompt products by md_gemm_f32 (md_cpu_gemm resolved) */
   uint32_t *bf16_x;     /* its packed activations, grown on demand */
   size_t bf16_x_words;
+  uint32_t *rows_xb;    /* decode rows rounded and paired for BF16 products (rows_bf16) */
+  size_t rows_xb_words;
   uint32_t *bf16_w;     /* its packed weight panels, one per thread */
   size_t bf16_w_words;
   float *f32_w;         /* its packed weight panels, one per thread */
@@ -613,6 +616,32 @@ static bool bf16_product(const cpu_kernels *c, const md_kweight *w, int64_t n) {
   return c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS;
 }
 
+/* The decode rows (n rows of x, fewer than a prompt's) of `count` products
+ * of one x, every W `cols` wide: with --bf16-gemm, BF16 weights by
+ * md_cpu_matvec_rows_bf16 (x rounded and paired once, gemm_bf16.h), the
+ * others by md_cpu_matvec_rows (one row: md_cpu_matvec_shared). Either
+ * way every row of every y has the bits it gets alone. */
+static void rows_products(cpu_kernels *c, const md_cpu_matvec_out *outs, int count, int64_t cols,
+                          const float *x, int64_t n) {
+  md_cpu_matvec_out bf16[MD_CPU_MATVEC_MAX_SHARED], other[MD_CPU_MATVEC_MAX_SHARED];
+  int n_bf16 = 0, n_other = 0;
+  for (int i = 0; i < count; i++) {
+    if (c->bf16_gemm && outs[i].dtype == MD_DTYPE_BF16) bf16[n_bf16++] = outs[i];
+    else other[n_other++] = outs[i];
+  }
+  if (n_bf16 > 0) {
+    size_t words = (size_t)((cols + 1) / 2);
+    c->rows_xb = grow(c->rows_xb, &c->rows_xb_words, words * (size_t)n, sizeof(uint32_t));
+    if (!c->rows_xb) {
+      defer(c, MD_E_NOMEM);
+      return;
+    }
+    for (int64_t i = 0; i < n; i++) md_bf16_pack_row(c->rows_xb + (size_t)i * words, x + i * cols, cols);
+    md_cpu_matvec_rows_bf16(c->threads, bf16, n_bf16, cols, c->rows_xb, n);
+  }
+  if (n_other > 0) md_cpu_matvec_rows(c->isa, c->threads, other, n_other, cols, x, n);
+}
+
 static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kweight *w,
                        const md_kweight *bias, int64_t n) {
   cpu_kernels *c = cpu(k);
@@ -629,6 +658,11 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
   }
   if (n >= MD_GEMM_MIN_ROWS && (size_t)w->cols <= MD_GEMM_SCRATCH_FLOATS) {
     gemm(c, y->data, x->data, w, bias, n);
+    return;
+  }
+  if (c->bf16_gemm && w->dtype == MD_DTYPE_BF16) {
+    md_cpu_matvec_out out = {.y = y->data, .w = w->data, .dtype = w->dtype, .rows = w->rows, .bias = b};
+    rows_products(c, &out, 1, w->cols, x->data, n);
     return;
   }
   for (int64_t i = 0; i < n; i++)
@@ -669,7 +703,7 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
       outs[i] = (md_cpu_matvec_out){.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,
                                     .rows = ws[i]->rows,
                                     .bias = biases && biases[i] ? biases[i]->data : NULL};
-    md_cpu_matvec_shared(c->isa, c->threads, outs, count, ws[0]->cols, x->data);
+    rows_products(c, outs, count, ws[0]->cols, x->data, 1);
     return;
   }
   bool shared = one_width && count <= MD_KERNELS_MAX_SHARED;
@@ -739,9 +773,9 @@ static void cpu_matmul_rows(md_kernels *k, md_kbuf *const *ys, const md_kbuf *x,
                              .rows = ws[i]->rows,
                              .bias = biases && biases[i] ? biases[i]->data : NULL};
     if (ws[i]->cols == ws[0]->cols) group[same++] = out;
-    else md_cpu_matvec_rows(c->isa, c->threads, &out, 1, ws[i]->cols, x->data, n);
+    else rows_products(c, &out, 1, ws[i]->cols, x->data, n);
   }
-  md_cpu_matvec_rows(c->isa, c->threads, group, same, ws[0]->cols, x->data, n);
+  rows_products(c, group, same, ws[0]->cols, x->data, n);
 }
 
 static md_status cpu_buf_view(md_kernels *k, md_kbuf *buf, size_t offset, size_t n,
@@ -779,7 +813,7 @@ static bool logits_packed(cpu_kernels *c, float *logits, const md_kweight *lm_he
   }
   md_cpu_matvec_out out = {.y = c->packed_logits, .w = p->data, .dtype = lm_head->dtype,
                            .rows = p->count};
-  md_cpu_matvec_rows(c->isa, c->threads, &out, 1, lm_head->cols, x, n);
+  rows_products(c, &out, 1, lm_head->cols, x, n);
   for (int64_t b = 0; b < n; b++) {
     float *row = logits + (size_t)b * (size_t)lm_head->rows;
     const float *got = c->packed_logits + (size_t)b * (size_t)p->count;
@@ -804,8 +838,9 @@ static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t
   }
   rmsnorm_row(c->row_scratch, x->data + (size_t)row * dim, norm->data, (int64_t)dim, eps);
   if (logits_packed(c, logits->data, lm_head, c->row_scratch, 1)) return;
-  md_cpu_matvec(c->isa, c->threads, logits->data, lm_head->data, lm_head->dtype, lm_head->rows,
-                lm_head->cols, c->row_scratch, NULL);
+  md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
+                           .rows = lm_head->rows};
+  rows_products(c, &out, 1, lm_head->cols, c->row_scratch, 1);
 }
 
 /* The final norm of n rows (rmsnorm_row, as cpu_logits) and the LM head
@@ -829,7 +864,7 @@ static void cpu_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, in
   if (logits_packed(c, logits->data, lm_head, c->row_scratch, n)) return;
   md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
                            .rows = lm_head->rows};
-  md_cpu_matvec_rows(c->isa, c->threads, &out, 1, lm_head->cols, c->row_scratch, n);
+  rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
 }
 
 static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
@@ -844,6 +879,7 @@ static void cpu_destroy(md_kernels *k) {
   cpu_kernels *c = cpu(k);
   md_cpu_free(c->gemm_scratch);
   md_cpu_free(c->bf16_x);
+  md_cpu_free(c->rows_xb);
   md_cpu_free(c->bf16_w);
   md_cpu_free(c->f32_w);
   free(c->row_scratch);
@@ -902,10 +938,10 @@ md_status md_kernels_cpu_new(const md_cpu_options *options, md_kernels **k, md_e
   md_cpu_isa isa = asked == MD_CPU_KERNELS_BEST ? best : md_cpu_isa_of(asked);
   bool bf16_gemm = options && options->bf16_gemm;
   if (bf16_gemm && !facts.avx512_bf16)
-    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) need "
+    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 products (--bf16-gemm) need "
                    "AVX-512 BF16, which this CPU does not have");
   if (bf16_gemm && isa != MD_CPU_ISA_AVX512)
-    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 prompt products (--bf16-gemm) run "
+    return md_fail(err, MD_E_DEVICE, "cpu kernels: the BF16 products (--bf16-gemm) run "
                    "with the avx512 kernels, not the %s ones", md_cpu_isa_name(isa));
   md_cpu_gemm gemm = options ? options->gemm : MD_CPU_GEMM_AUTO;
   if ((unsigned)gemm > MD_CPU_GEMM_BLAS)
@@ -997,7 +1033,7 @@ static void cpu_describe(const md_kernels *k, int threads, char *text, size_t si
   /* What a BF16 checkpoint's prompts get by default (kernels/device.c). */
   bool bf16 = md_kernels_cpu_bf16_gemm(k) ||
               (md_cpu_bf16_gemm_preferred(&facts) && cpu((md_kernels *)k)->isa == MD_CPU_ISA_AVX512);
-  n = snprintf(text + used, size - used, "prompt products of a BF16 checkpoint: %s (%s)\n",
+  n = snprintf(text + used, size - used, "products of a BF16 checkpoint (prompt and decode): %s (%s)\n",
                bf16 ? "bf16" : "fp32",
                bf16 ? "AVX-512 BF16, the default on this CPU; --exact-gemm for float32"
                : facts.avx512_bf16 ? "the default on this CPU; --bf16-gemm for AVX-512 BF16"

@@ -3,8 +3,8 @@
  * own F32/F16/BF16 matrix-vector, attention, softmax and SiLU kernels
  * (AVX-512, AVX2+FMA, or portable C, chosen at run time), our own float32
  * GEMM for the prefill's products on the AVX2 path, and on the AVX-512
- * path when asked (gemm_f32.h, md_cpu_gemm), an AVX-512 BF16 GEMM for
- * BF16 prompts (gemm_bf16.h; the device layer's default on AMD Zen 4 and 5,
+ * path when asked (gemm_f32.h, md_cpu_gemm), AVX-512 BF16 products for
+ * BF16 prompts and decode rows (gemm_bf16.h; the device layer's default on AMD Zen 4 and 5,
  * md_cpu_bf16_gemm_preferred) and OpenMP over output
  * rows, attention tiles and blocks of keys. */
 #ifndef MD_KERNELS_CPU_CPU_H
@@ -54,7 +54,7 @@ typedef enum md_cpu_weights {
 typedef struct md_cpu_options {
   int threads;            /* OpenMP and OpenBLAS threads; 0 = all cores */
   md_cpu_kernels kernels; /* 0 = the best this CPU runs */
-  bool bf16_gemm;         /* the prompt's products of BF16 weights with
+  bool bf16_gemm;         /* the products (prompt and decode) of BF16 weights with
                              AVX-512 BF16 (kernels/cpu/gemm_bf16.h): the
                              activations rounded to bf16; faster where
                              vdpbf16ps runs at twice the FMA rate (AMD Zen
@@ -141,7 +141,7 @@ typedef struct md_cpu_facts {
   bool avx, avx2, fma, f16c;
   bool avx512f, avx512bw, avx512vl, avx512dq, avx512cd;
   bool avx512_bf16; /* CPUID leaf 7 subleaf 1 EAX bit 5; used only by
-                       md_cpu_options.bf16_gemm (the prompt products; on by
+                       md_cpu_options.bf16_gemm (prompt and decode products; on by
                        default where md_cpu_bf16_gemm_preferred) */
 } md_cpu_facts;
 
@@ -157,7 +157,7 @@ const char *md_cpu_vendor_name(md_cpu_vendor vendor);
  * picks the back end's own kernels (md_cpu_detect_isa). */
 md_cpu_facts md_cpu_read_facts(void);
 
-/* Whether BF16 prompt products (md_cpu_options.bf16_gemm) are the default
+/* Whether BF16 products (md_cpu_options.bf16_gemm) are the default
  * on this CPU: an AMD CPU with AVX-512 BF16 (Zen 4 and 5), whose
  * vdpbf16ps runs at twice the float32 FMA rate; not the Intel Xeons
  * measured, where it was no faster (bench/README.md).

@@ -126,6 +126,14 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
 void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
                         int64_t cols, const float *x, int64_t n);
 
+/* md_cpu_matvec_rows with BF16 products (--bf16-gemm): every outs[i] a
+ * BF16 matrix, xb the n rows of x rounded and paired (md_bf16_pack_row,
+ * (cols + 1) / 2 words a row); each row of each y has the bits of
+ * md_bf16_rows, whatever n, the pieces or the threads (gemm_bf16.h). Only
+ * where md_cpu_facts.avx512_bf16 holds. */
+void md_cpu_matvec_rows_bf16(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
+                             const uint32_t *xb, int64_t n);
+
 /* dst[(r - r0) * cols + c] = W[r, c] as f32 for r in [r0, r1): the weight
  * tile a prefill matmul hands to sgemm. */
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,

@@ -409,6 +409,100 @@ MD_BF16 void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, i
   }
 }
 
+/* ---- decode rows (gemm_bf16.h, md_bf16_rows) ----------------------------- */
+
+enum {
+  DR_ROWS = 4,           /* weight rows per block */
+  DR_VECS = 6,           /* vectors of x per block at most: 24 sums in registers */
+  DR_STREAM_AHEAD = 1024 /* bytes each row's stream is prefetched ahead (avx512.h) */
+};
+
+/* Rows ri[0 .. R) (at wr[i]) against vectors [0, J) of xb (J, R constants
+ * where inlined): per step of 32 columns, R loads of W, J of x and R * J
+ * vdpbf16ps, each (row, vector) in its own chain; the last < 32 columns
+ * masked to zero in both operands. Each row's stream is prefetched
+ * DR_STREAM_AHEAD bytes ahead, a line a step. */
+MD_BF16 static inline __attribute__((always_inline)) void dr_block(
+    float *y, int64_t y_stride, const uint16_t *const *wr, const int64_t *ri, const uint16_t *xb,
+    int64_t xb_stride, int64_t k, const float *bias, const int R, const int J) {
+  __m512 acc[DR_ROWS][DR_VECS];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 6
+    for (int j = 0; j < J; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < k; c += 32) {
+    __mmask32 m = k - c >= 32 ? ~(__mmask32)0 : (((__mmask32)1 << (k - c)) - 1);
+    __m512bh wv[DR_ROWS];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      _mm_prefetch((const char *)(wr[i] + c) + DR_STREAM_AHEAD, _MM_HINT_T0);
+      wv[i] = (__m512bh)_mm512_maskz_loadu_epi16(m, wr[i] + c);
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < J; j++) {
+      __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, xb + j * xb_stride + c);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv[i], xv);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 6
+    for (int j = 0; j < J; j++)
+      y[j * y_stride + ri[i]] = _mm512_reduce_add_ps(acc[i][j]) + (bias ? bias[ri[i]] : 0.0f);
+}
+
+typedef void (*dr_kernel)(float *, int64_t, const uint16_t *const *, const int64_t *,
+                          const uint16_t *, int64_t, int64_t, const float *);
+#define DR_BLOCK_OF(R, J)                                                                         \
+  MD_BF16 static void dr_##R##_##J(float *y, int64_t y_stride, const uint16_t *const *wr,          \
+                                   const int64_t *ri, const uint16_t *xb, int64_t xb_stride,      \
+                                   int64_t k, const float *bias) {                                \
+    dr_block(y, y_stride, wr, ri, xb, xb_stride, k, bias, R, J);                                  \
+  }
+#define DR_BLOCKS_OF(R) \
+  DR_BLOCK_OF(R, 1) DR_BLOCK_OF(R, 2) DR_BLOCK_OF(R, 3) DR_BLOCK_OF(R, 4) DR_BLOCK_OF(R, 5) DR_BLOCK_OF(R, 6)
+DR_BLOCKS_OF(1)
+DR_BLOCKS_OF(4)
+
+/* Rows ri[0 .. R) against all nx vectors, in vector blocks of at most
+ * DR_VECS, as even as they go (8 = 4 + 4). */
+MD_BF16 static void dr_rows(float *y, int64_t y_stride, const uint16_t *const *wr,
+                            const int64_t *ri, int R, const uint16_t *x, int64_t x_stride,
+                            int64_t nx, int64_t k, const float *bias) {
+  static const dr_kernel four[DR_VECS] = {dr_4_1, dr_4_2, dr_4_3, dr_4_4, dr_4_5, dr_4_6};
+  static const dr_kernel one[DR_VECS] = {dr_1_1, dr_1_2, dr_1_3, dr_1_4, dr_1_5, dr_1_6};
+  int64_t blocks = (nx + DR_VECS - 1) / DR_VECS;
+  for (int64_t b = 0, j = 0; b < blocks; b++) {
+    int64_t size = (nx - j + (blocks - b) - 1) / (blocks - b);
+    (R == DR_ROWS ? four : one)[size - 1](y + j * y_stride, y_stride, wr, ri, x + j * x_stride,
+                                          x_stride, k, bias);
+    j += size;
+  }
+}
+
+/* The four rows of a block come one from each quarter of [r0, r1): four
+ * long streams, each prefetched ahead, as md_cpu_matvec reads them (the
+ * weights of a real model's step stream from memory; four consecutive rows
+ * with the next blocks prefetched were read at 0.75-0.8 of this rate with
+ * one vector). The rows of the remainder go one at a time. */
+MD_BF16 void md_bf16_rows(float *y, int64_t y_stride, const uint16_t *w, const uint32_t *xb,
+                          int64_t nx, int64_t r0, int64_t r1, int64_t k, const float *bias) {
+  const uint16_t *x = (const uint16_t *)xb;
+  int64_t x_stride = 2 * ((k + 1) / 2); /* bf16 elements a vector */
+  int64_t quarter = (r1 - r0) / DR_ROWS;
+  for (int64_t q = 0; q < quarter; q++) {
+    int64_t ri[DR_ROWS];
+    const uint16_t *wr[DR_ROWS];
+    for (int i = 0; i < DR_ROWS; i++) ri[i] = r0 + i * quarter + q, wr[i] = w + ri[i] * k;
+    dr_rows(y, y_stride, wr, ri, DR_ROWS, x, x_stride, nx, k, bias);
+  }
+  for (int64_t r = r0 + DR_ROWS * quarter; r < r1; r++) {
+    const uint16_t *wr[1] = {w + r * k};
+    dr_rows(y, y_stride, wr, &r, 1, x, x_stride, nx, k, bias);
+  }
+}
+
 #else /* not x86-64: never called (md_cpu_facts has no AVX-512 BF16 there) */
 
 size_t md_gemm_bf16_x_words(int64_t n, int64_t k) { (void)n, (void)k; return 0; }
@@ -440,6 +534,11 @@ void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t l
                             const int64_t *visible, int64_t m, const uint32_t *packed_values,
                             int hd) {
   (void)out_rows, (void)p, (void)ld, (void)visible, (void)m, (void)packed_values, (void)hd;
+  abort();
+}
+void md_bf16_rows(float *y, int64_t y_stride, const uint16_t *w, const uint32_t *xb,
+                  int64_t nx, int64_t r0, int64_t r1, int64_t k, const float *bias) {
+  (void)y, (void)y_stride, (void)w, (void)xb, (void)nx, (void)r0, (void)r1, (void)k, (void)bias;
   abort();
 }
 

@@ -1,5 +1,6 @@
-/* The prompt's matrix products with AVX-512 BF16 (kernels/cpu/gemm_bf16.c):
- * the CPU back end's "bf16 GEMM" (md_cpu_options.bf16_gemm; on by default
+/* The matrix products with AVX-512 BF16 (kernels/cpu/gemm_bf16.c): the
+ * prompt's GEMM, prefill attention's P V and the decode rows, the CPU back
+ * end's "BF16 products" (md_cpu_options.bf16_gemm; on by default
  * for BF16 checkpoints on AMD Zen 4 and 5, kernels/device.c), for BF16
  * weights only. Not HF's arithmetic: the float32 activations are
  * rounded to bf16 (nearest even) before they are multiplied, as llama.cpp
@@ -63,5 +64,16 @@ void md_bf16_pack_row(uint32_t *dst, const float *src, int64_t n);
 void md_bf16_prefill_values(float *const *out_rows, const uint32_t *p, int64_t ld,
                             const int64_t *visible, int64_t m, const uint32_t *packed_values,
                             int hd);
+
+/* Decode rows with BF16 products (--bf16-gemm; md_cpu_matvec_rows_bf16):
+ * y[j * y_stride + r] = bias[r] + sum_c bf16(x_j[c]) W[r, c] for r in
+ * [r0, r1), j < nx; W [*, k] bf16 bits, xb the nx vectors rounded and
+ * paired by md_bf16_pack_row, (k + 1) / 2 words each. Each (row, vector)
+ * is one vdpbf16ps chain over 32 columns a step (the last < 32 masked),
+ * reduced at the end: its bits depend on neither nx, nor [r0, r1), nor
+ * the thread that runs it, so a batched decode step gives every sequence
+ * the bits of its step alone. */
+void md_bf16_rows(float *y, int64_t y_stride, const uint16_t *w, const uint32_t *xb,
+                  int64_t nx, int64_t r0, int64_t r1, int64_t k, const float *bias);
 
 #endif

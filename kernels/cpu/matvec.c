@@ -17,6 +17,7 @@
 #include "kernels/cpu/avx512.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define MD_HAVE_X86 1
@@ -312,46 +313,82 @@ static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
  * other rows of x. */
 #define MD_MATVEC_ROWS_PIECE_BYTES (128u << 10)
 
+/* How md_cpu_matvec_rows and md_cpu_matvec_rows_bf16 deal out n rows of x
+ * through `count` matrices: pieces of rows, chunk[i] rows of matrix i each
+ * (pieces first[i] .. first[i + 1] - 1), on a team of *team threads. */
+typedef struct rows_plan {
+  int team;
+  int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1];
+} rows_plan;
+
+static rows_plan plan_rows(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
+                           int64_t n) {
+  rows_plan plan = {.first = {0}};
+  int64_t bytes = 0;
+  for (int i = 0; i < count; i++)
+    bytes += outs[i].rows * cols * (int64_t)md_dtype_size(outs[i].dtype);
+  plan.team = md_cpu_team(threads, bytes * n, MD_GRAIN_MATVEC_BYTES);
+  for (int i = 0; i < count; i++) {
+    /* md_cpu_matvec's pieces, cut smaller for the L2: still a multiple of
+     * 4 rows, so every row takes the kernel path it takes there (the four-
+     * row one but for the last rows % 4) and gets its bits. */
+    int64_t piece = matvec_chunk(plan.team, outs[i].dtype, outs[i].rows, cols);
+    int64_t fit = (int64_t)(MD_MATVEC_ROWS_PIECE_BYTES / ((size_t)cols * md_dtype_size(outs[i].dtype)));
+    fit &= ~(int64_t)3;
+    if (fit < 4) fit = 4;
+    plan.chunk[i] = piece < fit ? piece : fit;
+    plan.first[i + 1] = plan.first[i] + (outs[i].rows + plan.chunk[i] - 1) / plan.chunk[i];
+  }
+  int64_t pieces = plan.first[count];
+  if (pieces < plan.team) plan.team = (int)(pieces > 0 ? pieces : 1);
+  return plan;
+}
+
+/* Piece p of a plan: its matrix and rows [*r0, *r1). */
+static int plan_piece(const rows_plan *plan, const md_cpu_matvec_out *outs, int64_t p,
+                      int64_t *r0, int64_t *r1) {
+  int i = 0;
+  while (p >= plan->first[i + 1]) i++;
+  *r0 = (p - plan->first[i]) * plan->chunk[i];
+  *r1 = *r0 + plan->chunk[i] < outs[i].rows ? *r0 + plan->chunk[i] : outs[i].rows;
+  return i;
+}
+
 void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
                         int64_t cols, const float *x, int64_t n) {
   if (n == 1) {
     md_cpu_matvec_shared(isa, threads, outs, count, cols, x);
     return;
   }
+  rows_plan plan = plan_rows(threads, outs, count, cols, n);
   matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
-  int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1] = {0};
-  int64_t bytes = 0;
-  for (int i = 0; i < count; i++)
-    bytes += outs[i].rows * cols * (int64_t)md_dtype_size(outs[i].dtype);
-  int team = md_cpu_team(threads, bytes * n, MD_GRAIN_MATVEC_BYTES);
+  matvec_rows_fn wide[MD_CPU_MATVEC_MAX_SHARED];
   for (int i = 0; i < count; i++) {
     kernels[i] = pick_matvec(isa, outs[i].dtype);
-    /* md_cpu_matvec's pieces, cut smaller for the L2: still a multiple of
-     * 4 rows, so every row takes the kernel path it takes there (the four-
-     * row one but for the last rows % 4) and gets its bits. */
-    int64_t piece = matvec_chunk(team, outs[i].dtype, outs[i].rows, cols);
-    int64_t fit = (int64_t)(MD_MATVEC_ROWS_PIECE_BYTES / ((size_t)cols * md_dtype_size(outs[i].dtype)));
-    fit &= ~(int64_t)3;
-    if (fit < 4) fit = 4;
-    chunk[i] = piece < fit ? piece : fit;
-    first[i + 1] = first[i] + (outs[i].rows + chunk[i] - 1) / chunk[i];
+    wide[i] = pick_matvec_rows(isa, outs[i].dtype);
   }
-  int64_t pieces = first[count];
-  if (pieces < team) team = (int)(pieces > 0 ? pieces : 1);
-  matvec_rows_fn wide[MD_CPU_MATVEC_MAX_SHARED];
-  for (int i = 0; i < count; i++) wide[i] = pick_matvec_rows(isa, outs[i].dtype);
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1)
-  for (int64_t p = 0; p < pieces; p++) {
-    int i = 0;
-    while (p >= first[i + 1]) i++;
+#pragma omp parallel for num_threads(plan.team) schedule(dynamic, 1) if (plan.team > 1)
+  for (int64_t p = 0; p < plan.first[count]; p++) {
+    int64_t r0, r1;
+    int i = plan_piece(&plan, outs, p, &r0, &r1);
     const md_cpu_matvec_out *o = &outs[i];
-    int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
     if (wide[i]) {
       wide[i](o->y, o->rows, o->w, x, n, r0, r1, cols, o->bias);
       continue;
     }
     for (int64_t b = 0; b < n; b++)
       kernels[i](o->y + b * o->rows, o->w, x + b * cols, r0, r1, cols, o->bias);
+  }
+}
+
+void md_cpu_matvec_rows_bf16(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
+                             const uint32_t *xb, int64_t n) {
+  rows_plan plan = plan_rows(threads, outs, count, cols, n);
+#pragma omp parallel for num_threads(plan.team) schedule(dynamic, 1) if (plan.team > 1)
+  for (int64_t p = 0; p < plan.first[count]; p++) {
+    int64_t r0, r1;
+    int i = plan_piece(&plan, outs, p, &r0, &r1);
+    md_bf16_rows(outs[i].y, outs[i].rows, outs[i].w, xb, n, r0, r1, cols, outs[i].bias);
   }
 }
 

@@ -1,4 +1,4 @@
-/* The BF16 prompt products (kernels/cpu/gemm_bf16.h, --bf16-gemm) against
+/* The BF16 products (kernels/cpu/gemm_bf16.h, --bf16-gemm) against
  * their definition, y = bias + bf16(x) W^T, written out here:
  * - the rounding of the activations, exactly: with one-hot weight rows every
  *   output is one activation rounded to bf16, compared bit for bit with a
@@ -10,7 +10,12 @@
  * - several products of one x in one call give each product's own bits;
  * - prefill attention's P V: the pair packing bit for bit, the products
  *   within the fp32 bound on the rounded weights and values;
- * - the CPU back end sends BF16 prompts (and only those) there;
+ * - decode rows (md_bf16_rows): the sums within the fp32 bound, and each
+ *   (row, vector) the same bits whatever the number of vectors, the rows
+ *   it is computed with and the threads (a batched decode step gives every
+ *   sequence its bits alone);
+ * - the CPU back end sends BF16 prompts there and BF16 decode rows to
+ *   md_bf16_rows (F32 weights keep the float32 kernels);
  * - a CPU without AVX-512 BF16 refuses the option, naming what it lacks.
  * Shapes leave remainders everywhere: rows of x not a multiple of the
  * micro-tile's 14, outputs not a multiple of a panel's 32, odd K, K not a
@@ -306,6 +311,63 @@ static void test_attention_values(void) {
   }
 }
 
+/* x's n rows rounded and paired as the back end hands them to md_bf16_rows. */
+static uint32_t *pair_rows(const float *x, int64_t n, int64_t k) {
+  int64_t words = (k + 1) / 2;
+  uint32_t *xb = checked_malloc((size_t)(n * words) * sizeof(uint32_t));
+  for (int64_t i = 0; i < n; i++) md_bf16_pack_row(xb + i * words, x + i * k, k);
+  return xb;
+}
+
+/* Decode rows: every (row, vector) within the fp32 bound of its exact sum
+ * on the rounded activations; the same bits for the vector alone, for the
+ * row alone, for any split of the rows into calls, with the bias added
+ * last. Widths: one step, remainders of the 32-column step (odd too),
+ * several steps; vector counts up to two blocks of 6 and beyond. */
+static void test_decode_rows(void) {
+  const int64_t widths[] = {1, 31, 33, 130, 896};
+  const int64_t counts[] = {1, 2, 5, 8, 13};
+  for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+    for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+      int64_t k = widths[wi], nx = counts[ci], rows = 23, words = (k + 1) / 2;
+      bool with_bias = ci % 2 == 0;
+      product p = product_new(nx, rows, k, with_bias);
+      uint32_t *xb = pair_rows(p.x, nx, k);
+      md_bf16_rows(p.y, rows, p.w, xb, nx, 0, rows, k, p.bias);
+      double worst = 0.0;
+      int64_t outside = 0, moved = 0;
+      float alone = 0.0f, *split = checked_malloc((size_t)(nx * rows) * sizeof(float));
+      for (int64_t i = 0; i < nx; i++)
+        for (int64_t r = 0; r < rows; r++) {
+          double sum = p.bias ? p.bias[r] : 0.0, magnitude = fabs(sum);
+          for (int64_t c = 0; c < k; c++) {
+            double term = (double)round_bf16(p.x[i * k + c]) * md_bf16_to_f32(p.w[r * k + c]);
+            sum += term;
+            magnitude += fabs(term);
+          }
+          double err = fabs(p.y[i * rows + r] - sum), bound = ((double)k / 2 + 24) * 0x1p-24 * magnitude;
+          outside += !(err <= bound);
+          double rel = err / (magnitude > 0 ? magnitude : 1);
+          worst = rel > worst ? rel : worst;
+          /* the row and the vector alone */
+          md_bf16_rows(&alone, 1, p.w + r * k, xb + i * words, 1, 0, 1, k, p.bias ? p.bias + r : NULL);
+          moved += memcmp(&alone, &p.y[i * rows + r], sizeof alone) != 0;
+        }
+      /* rows in uneven calls: [0, 5), [5, 6), [6, 19), [19, 23) */
+      const int64_t cuts[] = {0, 5, 6, 19, 23};
+      for (int c = 0; c < 4; c++) md_bf16_rows(split, rows, p.w, xb, nx, cuts[c], cuts[c + 1], k, p.bias);
+      CHECK_MSG(outside == 0, "md_bf16_rows: %lld of %lld outside the fp32 bound at k %lld, %lld vectors (worst relative %g)",
+                (long long)outside, (long long)(nx * rows), (long long)k, (long long)nx, worst);
+      CHECK_MSG(moved == 0, "md_bf16_rows: %lld (row, vector) bits differ from the row and vector alone at k %lld, %lld vectors",
+                (long long)moved, (long long)k, (long long)nx);
+      CHECK_MSG(memcmp(split, p.y, (size_t)(nx * rows) * sizeof(float)) == 0,
+                "md_bf16_rows: the rows cut into calls differ at k %lld, %lld vectors", (long long)k, (long long)nx);
+      free(split);
+      free(xb);
+      product_free(&p);
+    }
+}
+
 /* y = x W^T through a back end's matmul. */
 static void backend_matmul(md_kernels *k, const md_tensor *tensor, const float *x, int64_t n,
                            float *y) {
@@ -347,8 +409,10 @@ static void backend_matmul_shared(md_kernels *k, const md_tensor *const *tensors
   k->ops->buf_free(k, xb);
 }
 
-/* The back end: BF16 prompts go to md_gemm_bf16; decode rows and F32
- * weights keep their float32 kernels (the bits of a back end without it). */
+/* The back end: BF16 prompts go to md_gemm_bf16, BF16 decode rows to
+ * md_bf16_rows (one row, and a batch's rows through matmul_rows, each with
+ * the bits of the row alone); F32 weights keep their float32 kernels (the
+ * bits of a back end without it). */
 static void test_backend(void) {
   md_cpu_options plain = {.threads = 2}, fast = {.threads = 2, .bf16_gemm = true};
   md_kernels *k_plain = NULL, *k_fast = NULL;
@@ -377,10 +441,41 @@ static void test_backend(void) {
   backend_matmul(k_plain, &f32, p.x, n, b);
   CHECK_MSG(memcmp(a, b, (size_t)(n * rows) * sizeof(float)) == 0,
             "F32 weights did not keep the float32 product");
+  uint32_t *x_pairs = pair_rows(p.x, 3, cols);
+  float *want = checked_malloc((size_t)(3 * rows) * sizeof(float));
+  md_bf16_rows(want, rows, p.w, x_pairs, 3, 0, rows, cols, NULL);
   backend_matmul(k_fast, &bf16, p.x, 1, a);
+  CHECK_MSG(memcmp(a, want, (size_t)rows * sizeof(float)) == 0,
+            "a BF16 decode row is not md_bf16_rows's");
   backend_matmul(k_plain, &bf16, p.x, 1, b);
+  CHECK_MSG(memcmp(a, b, (size_t)rows * sizeof(float)) != 0,
+            "the float32 back end gave a BF16 decode row's bits");
+  backend_matmul(k_fast, &bf16, p.x, 3, a); /* fewer than a prompt's rows */
+  CHECK_MSG(memcmp(a, want, (size_t)(3 * rows) * sizeof(float)) == 0,
+            "three BF16 decode rows are not md_bf16_rows's");
+  backend_matmul(k_fast, &f32, p.x, 1, a);
+  backend_matmul(k_plain, &f32, p.x, 1, b);
   CHECK_MSG(memcmp(a, b, (size_t)rows * sizeof(float)) == 0,
-            "a decode row did not keep the float32 matrix-vector product");
+            "an F32 decode row did not keep the float32 matrix-vector product");
+  {
+    md_kweight *w = NULL;
+    md_kbuf *xbuf = NULL, *ybuf = NULL;
+    CHECK(k_fast->ops->weight_new(k_fast, &bf16, &w, &err) == MD_OK);
+    CHECK(k_fast->ops->buf_new(k_fast, (size_t)(3 * cols), &xbuf, &err) == MD_OK);
+    CHECK(k_fast->ops->buf_new(k_fast, (size_t)(3 * rows), &ybuf, &err) == MD_OK);
+    CHECK(k_fast->ops->buf_write(k_fast, xbuf, 0, (size_t)(3 * cols), p.x, &err) == MD_OK);
+    const md_kweight *ws[] = {w};
+    md_kbuf *ys[] = {ybuf};
+    k_fast->ops->matmul_rows(k_fast, ys, xbuf, ws, NULL, 1, 3);
+    CHECK(k_fast->ops->buf_read(k_fast, ybuf, 0, (size_t)(3 * rows), a, &err) == MD_OK);
+    CHECK_MSG(memcmp(a, want, (size_t)(3 * rows) * sizeof(float)) == 0,
+              "a batch's BF16 decode rows (matmul_rows) are not md_bf16_rows's");
+    k_fast->ops->buf_free(k_fast, xbuf);
+    k_fast->ops->buf_free(k_fast, ybuf);
+    k_fast->ops->weight_free(k_fast, w);
+  }
+  free(want);
+  free(x_pairs);
   /* matmul_shared: each output matmul's bits, on either path, with BF16
    * weights together, or one F32 among them (then matmul by matmul). */
   float *c = checked_malloc((size_t)(n * rows) * sizeof(float));
@@ -436,6 +531,7 @@ int main(void) {
     test_threads();
     test_shared();
     test_attention_values();
+    test_decode_rows();
     test_backend();
   } else {
     printf("test_gemm_bf16: this CPU has no AVX-512 BF16: only the refusal is checked here\n");

@@ -200,12 +200,12 @@ static void check_batched(const char *label, md_qwen2_forward *fw, md_kernels *k
 }
 
 /* The back end under test and its name in the labels. */
-static md_status open_kernels(md_cpu_kernels path, md_kernels **k, md_error *err) {
+static md_status open_kernels(md_cpu_kernels path, bool bf16, md_kernels **k, md_error *err) {
 #ifdef MD_TEST_CUDA
-  (void)path;
+  (void)path, (void)bf16;
   return md_kernels_cuda_new(NULL, k, err);
 #else
-  md_cpu_options o = {.threads = 2, .kernels = path};
+  md_cpu_options o = {.threads = 2, .kernels = path, .bf16_gemm = bf16};
   return md_kernels_cpu_new(&o, k, err);
 #endif
 }
@@ -215,15 +215,15 @@ static const char *kernels_name(md_kernels *k) {
   (void)k;
   return "cuda";
 #else
-  return md_kernels_cpu_isa(k);
+  return md_kernels_cpu_bf16_gemm(k) ? "avx512 with BF16 products" : md_kernels_cpu_isa(k);
 #endif
 }
 
-static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels path) {
+static void run_checkpoint(const char *dir, const char *label, md_cpu_kernels path, bool bf16) {
   md_error err;
   md_qwen2_model *model = NULL;
   md_kernels *k = NULL;
-  if (md_qwen2_model_open(dir, &model, &err) != MD_OK || open_kernels(path, &k, &err) != MD_OK) {
+  if (md_qwen2_model_open(dir, &model, &err) != MD_OK || open_kernels(path, bf16, &k, &err) != MD_OK) {
     CHECK_MSG(0, "%s: %s", dir, err.message);
     return;
   }
@@ -276,10 +276,10 @@ int main(int argc, char **argv) {
   snprintf(bf16, sizeof bf16, "%s/tests/model/fixtures/qwen05_heads_bf16", root);
   /* An argument names the one fixture to run. */
   const char *only = argc > 1 ? argv[1] : NULL;
-  if (!only || !strcmp(only, "hd128_f32")) run_checkpoint(f32, "hd128_f32", MD_CPU_KERNELS_BEST);
-  if (!only || !strcmp(only, "theta1e4_f16")) run_checkpoint(f16, "theta1e4_f16", MD_CPU_KERNELS_BEST);
+  if (!only || !strcmp(only, "hd128_f32")) run_checkpoint(f32, "hd128_f32", MD_CPU_KERNELS_BEST, false);
+  if (!only || !strcmp(only, "theta1e4_f16")) run_checkpoint(f16, "theta1e4_f16", MD_CPU_KERNELS_BEST, false);
   if (!only || !strcmp(only, "qwen05_heads_bf16"))
-    run_checkpoint(bf16, "qwen05_heads_bf16", MD_CPU_KERNELS_BEST);
+    run_checkpoint(bf16, "qwen05_heads_bf16", MD_CPU_KERNELS_BEST, false);
   (void)demo;
   return md_test_finish("qwen2 batch (cuda)");
 #endif
@@ -288,8 +288,12 @@ int main(int argc, char **argv) {
   md_cpu_kernels paths[3];
   int n_paths = md_cpu_kernel_paths(paths);
   for (int i = 0; i < n_paths; i++) {
-    run_checkpoint(demo, "demo (BF16)", paths[i]);
-    run_checkpoint(f32, "hd128_f32", paths[i]);
+    run_checkpoint(demo, "demo (BF16)", paths[i], false);
+    run_checkpoint(f32, "hd128_f32", paths[i], false);
   }
+  /* BF16 products (--bf16-gemm): BF16 decode rows by md_bf16_rows, whose
+   * bits are the same batched or alone; only on a CPU with AVX-512 BF16. */
+  if (md_cpu_read_facts().avx512_bf16) run_checkpoint(demo, "demo (BF16)", MD_CPU_KERNELS_AVX512, true);
+  else printf("qwen2 batch: this CPU has no AVX-512 BF16: BF16 products not run\n");
   return md_test_finish("qwen2 batch");
 }

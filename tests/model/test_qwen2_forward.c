@@ -303,7 +303,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof CHECKPOINTS / sizeof CHECKPOINTS[0]; i++) {
     for (int j = 0; j < n_paths; j++) run_checkpoint(CHECKPOINTS[i], paths[j], false);
   }
-  /* The opt-in BF16 prompt products (--bf16-gemm) on the BF16 checkpoint,
+  /* The opt-in BF16 products (--bf16-gemm) on the BF16 checkpoint,
    * where the CPU has AVX-512 BF16 (tests/kernels/test_gemm_bf16 checks the
    * refusal elsewhere). */
   if (md_cpu_read_facts().avx512_bf16) run_checkpoint("qwen05_heads_bf16", MD_CPU_KERNELS_BEST, true);
