@@ -319,64 +319,79 @@ static int task_keys(const attn_task *a, int64_t task, int64_t blocks, int64_t *
   return (int)(task / blocks) * (s->n_heads / s->n_kv_heads);
 }
 
+/* One decode step's work (decode): the region's body, its loops shared by
+ * the team md_cpu_run starts, or plain loops alone. */
+typedef struct decode_work {
+  const attn_task *a;
+  int64_t n_keys, blocks, tasks;
+  float *scores, *partial;
+} decode_work;
+
+static void decode_region(void *arg) {
+  const decode_work *w = arg;
+  const attn_task *a = w->a;
+  const md_attn_shape *s = a->shape;
+  int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
+  int64_t n_keys = w->n_keys, blocks = w->blocks, tasks = w->tasks;
+  float *scores = w->scores, *partial = w->partial;
+#pragma omp for schedule(dynamic, 2)
+  for (int64_t task = 0; task < tasks; task++) {
+    int64_t k0, len;
+    int h0 = task_keys(a, task, blocks, &k0, &len);
+    const float *qg = a->q + (int64_t)h0 * hd, *keys = head_keys(a, h0 / group) + k0 * hd;
+    float *sg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
+    if (!md_cpu_decode_scores(a->isa, sg, n_keys, qg, group, keys, len, hd, a->scale))
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, group, (int)len, hd, a->scale, qg, hd,
+                  keys, hd, 0.0f, sg, (int)n_keys);
+  }
+#pragma omp for schedule(static)
+  for (int head = 0; head < s->n_heads; head++)
+    softmax_rows(a, head, scores + (size_t)head * (size_t)n_keys, n_keys, 0, 1, n_keys, NULL);
+#pragma omp for schedule(dynamic, 2)
+  for (int64_t task = 0; task < tasks; task++) {
+    int64_t k0, len;
+    int h0 = task_keys(a, task, blocks, &k0, &len);
+    const float *pg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
+    const float *values = head_values(a, h0 / group) + k0 * hd;
+    float *og = partial + (size_t)task * (size_t)(group * hd);
+    if (!md_cpu_decode_values(a->isa, og, pg, n_keys, group, values, len, hd))
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, group, hd, (int)len, 1.0f, pg,
+                  (int)n_keys, values, hd, 0.0f, og, hd);
+  }
+  /* The capture's reduction over heads, a block of keys per task. */
+  if (a->capture) {
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < blocks; b++) {
+      int64_t k0, len;
+      block_keys(a, b, &k0, &len);
+      reduce_head_rows(a, k0, (size_t)len);
+    }
+  }
+  /* out[head] = the sum of its partial outputs, in block order. */
+#pragma omp for schedule(static)
+  for (int head = 0; head < s->n_heads; head++) {
+    float *out = a->out + (int64_t)head * hd;
+    const float *first = partial + ((size_t)(head / group) * (size_t)blocks * (size_t)group +
+                                    (size_t)(head % group)) * (size_t)hd;
+    memcpy(out, first, (size_t)hd * sizeof(float));
+    for (int64_t b = 1; b < blocks; b++) {
+      const float *p = first + (size_t)b * (size_t)(group * hd);
+      for (int d = 0; d < hd; d++) out[d] += p[d];
+    }
+  }
+}
+
 static int decode(const attn_task *a, int threads) {
   const md_attn_shape *s = a->shape;
   int hd = s->head_dim, group = s->n_heads / s->n_kv_heads;
-  int64_t n_keys = a->pos0 + 1, blocks = (n_keys + MD_ATTN_DECODE_BLOCK - 1) / MD_ATTN_DECODE_BLOCK;
-  int64_t tasks = blocks * s->n_kv_heads;
-  float *scores = a->head_rows;
-  float *partial = malloc((size_t)tasks * (size_t)group * (size_t)hd * sizeof(float));
-  if (!partial) return 1;
-  threads = md_cpu_team(threads, (int64_t)s->n_heads * n_keys * hd, MD_GRAIN_ATTN_DECODE);
-#pragma omp parallel num_threads(threads)
-  {
-#pragma omp for schedule(dynamic, 2)
-    for (int64_t task = 0; task < tasks; task++) {
-      int64_t k0, len;
-      int h0 = task_keys(a, task, blocks, &k0, &len);
-      const float *qg = a->q + (int64_t)h0 * hd, *keys = head_keys(a, h0 / group) + k0 * hd;
-      float *sg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
-      if (!md_cpu_decode_scores(a->isa, sg, n_keys, qg, group, keys, len, hd, a->scale))
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, group, (int)len, hd, a->scale, qg, hd,
-                    keys, hd, 0.0f, sg, (int)n_keys);
-    }
-#pragma omp for schedule(static)
-    for (int head = 0; head < s->n_heads; head++)
-      softmax_rows(a, head, scores + (size_t)head * (size_t)n_keys, n_keys, 0, 1, n_keys, NULL);
-#pragma omp for schedule(dynamic, 2)
-    for (int64_t task = 0; task < tasks; task++) {
-      int64_t k0, len;
-      int h0 = task_keys(a, task, blocks, &k0, &len);
-      const float *pg = scores + (size_t)h0 * (size_t)n_keys + (size_t)k0;
-      const float *values = head_values(a, h0 / group) + k0 * hd;
-      float *og = partial + (size_t)task * (size_t)(group * hd);
-      if (!md_cpu_decode_values(a->isa, og, pg, n_keys, group, values, len, hd))
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, group, hd, (int)len, 1.0f, pg,
-                    (int)n_keys, values, hd, 0.0f, og, hd);
-    }
-    /* The capture's reduction over heads, a block of keys per task. */
-    if (a->capture) {
-#pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; b++) {
-        int64_t k0, len;
-        block_keys(a, b, &k0, &len);
-        reduce_head_rows(a, k0, (size_t)len);
-      }
-    }
-    /* out[head] = the sum of its partial outputs, in block order. */
-#pragma omp for schedule(static)
-    for (int head = 0; head < s->n_heads; head++) {
-      float *out = a->out + (int64_t)head * hd;
-      const float *first = partial + ((size_t)(head / group) * (size_t)blocks * (size_t)group +
-                                      (size_t)(head % group)) * (size_t)hd;
-      memcpy(out, first, (size_t)hd * sizeof(float));
-      for (int64_t b = 1; b < blocks; b++) {
-        const float *p = first + (size_t)b * (size_t)(group * hd);
-        for (int d = 0; d < hd; d++) out[d] += p[d];
-      }
-    }
-  }
-  free(partial);
+  decode_work w = {.a = a, .n_keys = a->pos0 + 1, .scores = a->head_rows};
+  w.blocks = (w.n_keys + MD_ATTN_DECODE_BLOCK - 1) / MD_ATTN_DECODE_BLOCK;
+  w.tasks = w.blocks * s->n_kv_heads;
+  w.partial = malloc((size_t)w.tasks * (size_t)group * (size_t)hd * sizeof(float));
+  if (!w.partial) return 1;
+  threads = md_cpu_team(threads, (int64_t)s->n_heads * w.n_keys * hd, MD_GRAIN_ATTN_DECODE);
+  md_cpu_run(threads, decode_region, &w);
+  free(w.partial);
   return 0;
 }
 

@@ -388,12 +388,11 @@ static void cpu_embed(md_kernels *k, md_kbuf *x, const md_kweight *table, const 
                       int64_t n) {
   cpu_kernels *c = cpu(k);
   int64_t dim = table->cols;
-#pragma omp parallel for num_threads(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS)) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
+  MD_CPU_FOR_STATIC(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS), i, n, {
     float *row = x->data + (size_t)(i * dim);
     size_t base = (size_t)tokens[i] * (size_t)dim;
     for (int64_t j = 0; j < dim; j++) row[j] = md_cpu_weight_at(table->data, table->dtype, base + (size_t)j);
-  }
+  });
 }
 
 /* HF's Qwen2RMSNorm in fp32: variance = mean(x^2); x * rsqrt(variance + eps),
@@ -417,9 +416,9 @@ static void cpu_rmsnorm(md_kernels *k, md_kbuf *out, const md_kbuf *x, const md_
                         int64_t n, float eps) {
   cpu_kernels *c = cpu(k);
   int64_t dim = weight->cols;
-#pragma omp parallel for num_threads(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS)) schedule(static)
-  for (int64_t i = 0; i < n; i++)
+  MD_CPU_FOR_STATIC(md_cpu_team(c->threads, n * dim, MD_GRAIN_FLOATS), i, n, {
     rmsnorm_row(out->data + (size_t)(i * dim), x->data + (size_t)(i * dim), weight->data, dim, eps);
+  });
 }
 
 /* inv_freq[i] = 1 / theta^(2i / head_dim) and angle = pos * inv_freq[i], in
@@ -450,22 +449,18 @@ static void cpu_rope(md_kernels *k, md_kbuf *q, md_kbuf *kk, int64_t n, int n_he
   for (int i = 0; i < half; i++)
     inv_freq[i] = 1.0f / powf((float)theta, (float)(2 * i) / (float)head_dim);
   int team = md_cpu_team(c->threads, n * (n_heads + n_kv_heads) * head_dim, MD_GRAIN_FLOATS);
-#pragma omp parallel num_threads(team)
-  {
+  MD_CPU_FOR_STATIC(team, t, n, {
     float cos_row[512], sin_row[512]; /* head_dim <= 1024, checked by the model */
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < n; t++) {
-      float pos = (float)(pos0 + t);
-      for (int i = 0; i < half; i++) {
-        float angle = pos * inv_freq[i];
-        cos_row[i] = cosf(angle);
-        sin_row[i] = sinf(angle);
-      }
-      rotate_row(q->data + (size_t)(t * n_heads * head_dim), n_heads, head_dim, cos_row, sin_row);
-      rotate_row(kk->data + (size_t)(t * n_kv_heads * head_dim), n_kv_heads, head_dim, cos_row,
-                 sin_row);
+    float pos = (float)(pos0 + t);
+    for (int i = 0; i < half; i++) {
+      float angle = pos * inv_freq[i];
+      cos_row[i] = cosf(angle);
+      sin_row[i] = sinf(angle);
     }
-  }
+    rotate_row(q->data + (size_t)(t * n_heads * head_dim), n_heads, head_dim, cos_row, sin_row);
+    rotate_row(kk->data + (size_t)(t * n_kv_heads * head_dim), n_kv_heads, head_dim, cos_row,
+               sin_row);
+  });
   free(inv_freq);
 }
 
@@ -516,21 +511,19 @@ static void cpu_attention(md_kernels *k, md_kbuf *out, const md_kbuf *q, const m
 static void cpu_swiglu(md_kernels *k, md_kbuf *gate, const md_kbuf *up, size_t count) {
   cpu_kernels *c = cpu(k);
   size_t chunk = 1 << 14, chunks = (count + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS)) schedule(static)
-  for (size_t i = 0; i < chunks; i++) {
-    size_t begin = i * chunk, len = count - begin < chunk ? count - begin : chunk;
+  MD_CPU_FOR_STATIC(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS), i, chunks, {
+    size_t begin = (size_t)i * chunk, len = count - begin < chunk ? count - begin : chunk;
     md_cpu_silu_mul(c->isa, gate->data + begin, up->data + begin, len);
-  }
+  });
 }
 
 static void cpu_add(md_kernels *k, md_kbuf *x, const md_kbuf *y, size_t count) {
   cpu_kernels *c = cpu(k);
   size_t chunk = 1 << 14, chunks = (count + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS)) schedule(static)
-  for (size_t i = 0; i < chunks; i++) {
-    size_t end = (i + 1) * chunk < count ? (i + 1) * chunk : count;
-    for (size_t j = i * chunk; j < end; j++) x->data[j] += y->data[j];
-  }
+  MD_CPU_FOR_STATIC(md_cpu_team(c->threads, (int64_t)count, MD_GRAIN_FLOATS), i, chunks, {
+    size_t end = ((size_t)i + 1) * chunk < count ? ((size_t)i + 1) * chunk : count;
+    for (size_t j = (size_t)i * chunk; j < end; j++) x->data[j] += y->data[j];
+  });
 }
 
 /* ---- matrix products -------------------------------------------------------- */

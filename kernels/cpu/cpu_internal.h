@@ -91,6 +91,34 @@ int md_cpu_quota_cpus(const char *proc_cgroup, const char *cgroup_root);
 #define MD_GRAIN_MATVEC_BYTES ((int64_t)1 << 16)  /* matrix-vector: weight bytes */
 #define MD_GRAIN_ATTN_DECODE ((int64_t)1 << 18)  /* decode attention: n_heads * keys * head_dim */
 
+/* A parallel region only where its team has more than one thread. libgomp
+ * ends every parallel region, a team of one thread included (num_threads(1)
+ * or a false if clause), with a futex system call: about 0.5 us, and a
+ * decode step of a small model runs dozens of regions whose team is one
+ * (md_cpu_team), which cost the demo's eval a fifth of its time. So:
+ *   MD_CPU_FOR_STATIC(team, i, count, body) / MD_CPU_FOR_DYNAMIC (chunks of
+ *     1): for (int64_t i = 0; i < count; i++) { body } shared by a team of
+ *     `team` threads, or a plain loop on this thread when team is 1;
+ *   md_cpu_run(team, fn, arg): fn(arg) on each thread of a team, or once on
+ *     this thread; fn's `omp for` loops, orphaned when it runs alone, are
+ *     then plain loops (OpenMP runs a worksharing loop outside any region
+ *     on the one thread, and libgomp makes no system call for it). */
+#define MD_CPU_PRAGMA(x) _Pragma(#x)
+#define MD_CPU_FOR_SCHEDULED(TEAM, SCHEDULE, VAR, COUNT, ...)                  \
+  do {                                                                         \
+    int md_team_ = (TEAM);                                                     \
+    int64_t md_count_ = (int64_t)(COUNT);                                      \
+    if (md_team_ > 1) {                                                        \
+      MD_CPU_PRAGMA(omp parallel for num_threads(md_team_) schedule(SCHEDULE)) \
+      for (int64_t VAR = 0; VAR < md_count_; VAR++) { __VA_ARGS__ }            \
+    } else {                                                                   \
+      for (int64_t VAR = 0; VAR < md_count_; VAR++) { __VA_ARGS__ }            \
+    }                                                                          \
+  } while (0)
+#define MD_CPU_FOR_STATIC(TEAM, VAR, COUNT, ...) MD_CPU_FOR_SCHEDULED(TEAM, static, VAR, COUNT, __VA_ARGS__)
+#define MD_CPU_FOR_DYNAMIC(TEAM, VAR, COUNT, ...) MD_CPU_FOR_SCHEDULED(TEAM, dynamic, VAR, COUNT, __VA_ARGS__)
+void md_cpu_run(int team, void (*fn)(void *), void *arg);
+
 /* y[r] = sum_c W[r, c] * x[c] (+ bias[r]) for r in [0, rows): one row of
  * activations against a weight matrix in its file dtype, fp32 accumulation,
  * rows handed out in chunks to `threads` OpenMP threads as they come free

@@ -278,14 +278,13 @@ void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *
     return;
   }
   int team = pieces < threads ? (int)pieces : threads;
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1)
-  for (int64_t p = 0; p < pieces; p++) {
+  MD_CPU_FOR_DYNAMIC(team, p, pieces, {
     int i = 0;
     while (p >= first[i + 1]) i++;
     const md_cpu_matvec_out *o = &outs[i];
     int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
     kernels[i](o->y, o->w, x, r0, r1, cols, o->bias);
-  }
+  });
 }
 
 typedef void (*matvec_rows_fn)(float *, int64_t, const void *, const float *, int64_t, int64_t,
@@ -367,8 +366,7 @@ void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *ou
     kernels[i] = pick_matvec(isa, outs[i].dtype);
     wide[i] = pick_matvec_rows(isa, outs[i].dtype);
   }
-#pragma omp parallel for num_threads(plan.team) schedule(dynamic, 1) if (plan.team > 1)
-  for (int64_t p = 0; p < plan.first[count]; p++) {
+  MD_CPU_FOR_DYNAMIC(plan.team, p, plan.first[count], {
     int64_t r0, r1;
     int i = plan_piece(&plan, outs, p, &r0, &r1);
     const md_cpu_matvec_out *o = &outs[i];
@@ -378,18 +376,37 @@ void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *ou
     }
     for (int64_t b = 0; b < n; b++)
       kernels[i](o->y + b * o->rows, o->w, x + b * cols, r0, r1, cols, o->bias);
-  }
+  });
 }
 
 void md_cpu_matvec_rows_bf16(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
                              const uint32_t *xb, int64_t n) {
   rows_plan plan = plan_rows(threads, outs, count, cols, n);
-#pragma omp parallel for num_threads(plan.team) schedule(dynamic, 1) if (plan.team > 1)
-  for (int64_t p = 0; p < plan.first[count]; p++) {
+  MD_CPU_FOR_DYNAMIC(plan.team, p, plan.first[count], {
     int64_t r0, r1;
     int i = plan_piece(&plan, outs, p, &r0, &r1);
     md_bf16_rows(outs[i].y, outs[i].rows, outs[i].w, xb, n, r0, r1, cols, outs[i].bias);
+  });
+}
+
+/* One F16 or BF16 row of `cols` weights widened to f32. */
+static void row_to_f32(md_cpu_isa isa, float *out, const uint16_t *src, md_dtype dtype,
+                       int64_t cols) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    md_avx512_to_f32(out, src, (size_t)cols, dtype == MD_DTYPE_BF16);
+    return;
   }
+#endif
+#if MD_HAVE_X86
+  if (isa == MD_CPU_ISA_AVX2) {
+    rows_to_f32_avx2(out, src, (size_t)cols, dtype);
+    return;
+  }
+#else
+  (void)isa;
+#endif
+  for (int64_t c = 0; c < cols; c++) out[c] = md_cpu_weight_at(src, dtype, (size_t)c);
 }
 
 void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, md_dtype dtype,
@@ -399,24 +416,8 @@ void md_cpu_rows_to_f32(md_cpu_isa isa, int threads, float *dst, const void *w, 
     memcpy(dst, (const char *)w + (size_t)r0 * row_bytes, (size_t)(r1 - r0) * row_bytes);
     return;
   }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t r = r0; r < r1; r++) {
-    const uint16_t *src = (const uint16_t *)((const char *)w + (size_t)r * row_bytes);
-    float *out = dst + (size_t)(r - r0) * (size_t)cols;
-#if defined(__x86_64__)
-    if (isa == MD_CPU_ISA_AVX512) {
-      md_avx512_to_f32(out, src, (size_t)cols, dtype == MD_DTYPE_BF16);
-      continue;
-    }
-#endif
-#if MD_HAVE_X86
-    if (isa == MD_CPU_ISA_AVX2) {
-      rows_to_f32_avx2(out, src, (size_t)cols, dtype);
-      continue;
-    }
-#else
-    (void)isa;
-#endif
-    for (int64_t c = 0; c < cols; c++) out[c] = md_cpu_weight_at(src, dtype, (size_t)c);
-  }
+  MD_CPU_FOR_STATIC(threads, i, r1 - r0, {
+    row_to_f32(isa, dst + (size_t)i * (size_t)cols,
+               (const uint16_t *)((const char *)w + (size_t)(r0 + i) * row_bytes), dtype, cols);
+  });
 }

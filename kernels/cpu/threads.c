@@ -72,3 +72,12 @@ int md_cpu_threads(int requested) {
   int limit = omp_get_thread_limit(); /* OMP_THREAD_LIMIT */
   return limit > 0 && threads > limit ? limit : threads;
 }
+
+void md_cpu_run(int team, void (*fn)(void *), void *arg) {
+  if (team > 1) {
+#pragma omp parallel num_threads(team)
+    fn(arg);
+  } else {
+    fn(arg);
+  }
+}
