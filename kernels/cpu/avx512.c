@@ -161,8 +161,8 @@ MD_DEFINE_MATVEC_AVX512(md_avx512_matvec_bf16_far, uint16_t, load16_bf16, load16
  * ahead of, so the kernel asks for the block ROWS_AHEAD blocks on itself,
  * spread over the steps of the first two vector blocks (one or two lines
  * a step of 16-bit weights, twice that of f32), into L2. Without it, a
- * matrix larger than the caches (a vocabulary's LM head) was read at about
- * a third of the memory's rate; bench/README.md has the figures. */
+ * matrix larger than the caches (a vocabulary's LM head) was read far
+ * below the memory's rate (bench/README.md). */
 #define ROWS_AHEAD 4
 #define ROWS_PREFETCH(pf, lines)                                                  \
   do {                                                                            \

@@ -604,9 +604,16 @@ static bool f32_product(const cpu_kernels *c, int64_t n) {
 }
 
 /* Whether a product goes to the BF16 GEMM: --bf16-gemm, a BF16 weight, a
- * prompt (decode rows keep the float32 matrix-vector product). */
+ * prompt of at least MD_CPU_BF16_GEMM_MIN_ROWS rows (cpu.h). */
 static bool bf16_product(const cpu_kernels *c, const md_kweight *w, int64_t n) {
-  return c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_GEMM_MIN_ROWS;
+  return c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n >= MD_CPU_BF16_GEMM_MIN_ROWS;
+}
+
+/* Whether a product goes to md_bf16_rows (rows_products): --bf16-gemm, a
+ * BF16 weight, fewer rows than the BF16 GEMM takes (decode rows, a short
+ * prompt). */
+static bool bf16_rows(const cpu_kernels *c, const md_kweight *w, int64_t n) {
+  return c->bf16_gemm && w->dtype == MD_DTYPE_BF16 && n < MD_CPU_BF16_GEMM_MIN_ROWS;
 }
 
 /* The decode rows (n rows of x, fewer than a prompt's) of `count` products
@@ -644,6 +651,11 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
     gemm_bf16(c, x->data, n, w->cols, &out, 1);
     return;
   }
+  if (bf16_rows(c, w, n)) {
+    md_cpu_matvec_out out = {.y = y->data, .w = w->data, .dtype = w->dtype, .rows = w->rows, .bias = b};
+    rows_products(c, &out, 1, w->cols, x->data, n);
+    return;
+  }
   if (f32_product(c, n)) {
     md_gemm_f32_out out = {.y = y->data, .w = w->data, .dtype = w->dtype, .bias = b, .rows = w->rows};
     gemm_f32(c, x->data, n, w->cols, &out, 1);
@@ -651,11 +663,6 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
   }
   if (n >= MD_GEMM_MIN_ROWS && (size_t)w->cols <= MD_GEMM_SCRATCH_FLOATS) {
     gemm(c, y->data, x->data, w, bias, n);
-    return;
-  }
-  if (c->bf16_gemm && w->dtype == MD_DTYPE_BF16) {
-    md_cpu_matvec_out out = {.y = y->data, .w = w->data, .dtype = w->dtype, .rows = w->rows, .bias = b};
-    rows_products(c, &out, 1, w->cols, x->data, n);
     return;
   }
   for (int64_t i = 0; i < n; i++)
@@ -670,7 +677,8 @@ static void cpu_matmul(md_kernels *k, md_kbuf *y, const md_kbuf *x, const md_kwe
  * matmul, so that each gets the bits it gets alone). */
 static bool f32_shared(const cpu_kernels *c, const md_kweight *const *ws, int count, int64_t n) {
   bool ok = f32_product(c, n) && count <= MD_GEMM_F32_MAX_SHARED;
-  for (int i = 0; ok && i < count; i++) ok = ws[i]->cols == ws[0]->cols && !bf16_product(c, ws[i], n);
+  for (int i = 0; ok && i < count; i++)
+    ok = ws[i]->cols == ws[0]->cols && !bf16_product(c, ws[i], n) && !bf16_rows(c, ws[i], n);
   return ok;
 }
 
@@ -697,6 +705,17 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
                                     .rows = ws[i]->rows,
                                     .bias = biases && biases[i] ? biases[i]->data : NULL};
     rows_products(c, outs, count, ws[0]->cols, x->data, 1);
+    return;
+  }
+  bool rows = one_width && count <= MD_KERNELS_MAX_SHARED;
+  for (int i = 0; rows && i < count; i++) rows = bf16_rows(c, ws[i], n);
+  if (rows) { /* a short prompt's BF16 products in one region */
+    md_cpu_matvec_out outs[MD_CPU_MATVEC_MAX_SHARED];
+    for (int i = 0; i < count; i++)
+      outs[i] = (md_cpu_matvec_out){.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,
+                                    .rows = ws[i]->rows,
+                                    .bias = biases && biases[i] ? biases[i]->data : NULL};
+    rows_products(c, outs, count, ws[0]->cols, x->data, n);
     return;
   }
   bool shared = one_width && count <= MD_KERNELS_MAX_SHARED;

@@ -157,6 +157,15 @@ const char *md_cpu_vendor_name(md_cpu_vendor vendor);
  * picks the back end's own kernels (md_cpu_detect_isa). */
 md_cpu_facts md_cpu_read_facts(void);
 
+/* With BF16 products (md_cpu_options.bf16_gemm), a product of BF16
+ * weights with at least this many rows of x goes to the BF16 GEMM
+ * (gemm_bf16.h), fewer to md_bf16_rows (decode steps, batched or not, and
+ * short prompts): the GEMM repacks all of W on every call, which for a
+ * short prompt (an eval probe's question, a short message) costs more than
+ * its products; long prompts run faster through the GEMM (bench/README.md
+ * has the measurements that chose 64). */
+#define MD_CPU_BF16_GEMM_MIN_ROWS 64
+
 /* Whether BF16 products (md_cpu_options.bf16_gemm) are the default
  * on this CPU: an AMD CPU with AVX-512 BF16 (Zen 4 and 5), whose
  * vdpbf16ps runs at twice the float32 FMA rate; not the Intel Xeons

@@ -482,10 +482,10 @@ MD_BF16 static void dr_rows(float *y, int64_t y_stride, const uint16_t *const *w
 }
 
 /* The four rows of a block come one from each quarter of [r0, r1): four
- * long streams, each prefetched ahead, as md_cpu_matvec reads them (the
- * weights of a real model's step stream from memory; four consecutive rows
- * with the next blocks prefetched were read at 0.75-0.8 of this rate with
- * one vector). The rows of the remainder go one at a time. */
+ * long streams, each prefetched ahead, as md_cpu_matvec reads them: a real
+ * model's weights stream from memory, and four streams kept a core's reads
+ * at the memory's rate where four consecutive rows did not
+ * (bench/README.md). The rows of the remainder go one at a time. */
 MD_BF16 void md_bf16_rows(float *y, int64_t y_stride, const uint16_t *w, const uint32_t *xb,
                           int64_t nx, int64_t r0, int64_t r1, int64_t k, const float *bias) {
   const uint16_t *x = (const uint16_t *)xb;

@@ -420,7 +420,8 @@ static void test_backend(void) {
   CHECK(md_kernels_cpu_new(&plain, &k_plain, &err) == MD_OK);
   CHECK(md_kernels_cpu_new(&fast, &k_fast, &err) == MD_OK);
   CHECK(md_kernels_cpu_bf16_gemm(k_fast) && !md_kernels_cpu_bf16_gemm(k_plain));
-  const int64_t n = 20, rows = 96, cols = 130;
+  /* a prompt long enough for the GEMM; a short one of 20 rows */
+  const int64_t n = MD_CPU_BF16_GEMM_MIN_ROWS + 6, rows = 96, cols = 130, short_n = 20;
   product p = product_new(n, rows, cols, false);
   float *wf = checked_malloc((size_t)(rows * cols) * sizeof(float));
   for (int64_t i = 0; i < rows * cols; i++) wf[i] = md_bf16_to_f32(p.w[i]);
@@ -441,9 +442,12 @@ static void test_backend(void) {
   backend_matmul(k_plain, &f32, p.x, n, b);
   CHECK_MSG(memcmp(a, b, (size_t)(n * rows) * sizeof(float)) == 0,
             "F32 weights did not keep the float32 product");
-  uint32_t *x_pairs = pair_rows(p.x, 3, cols);
-  float *want = checked_malloc((size_t)(3 * rows) * sizeof(float));
-  md_bf16_rows(want, rows, p.w, x_pairs, 3, 0, rows, cols, NULL);
+  uint32_t *x_pairs = pair_rows(p.x, short_n, cols);
+  float *want = checked_malloc((size_t)(short_n * rows) * sizeof(float));
+  md_bf16_rows(want, rows, p.w, x_pairs, short_n, 0, rows, cols, NULL);
+  backend_matmul(k_fast, &bf16, p.x, short_n, a);
+  CHECK_MSG(memcmp(a, want, (size_t)(short_n * rows) * sizeof(float)) == 0,
+            "a short BF16 prompt (fewer than MD_CPU_BF16_GEMM_MIN_ROWS rows) is not md_bf16_rows's");
   backend_matmul(k_fast, &bf16, p.x, 1, a);
   CHECK_MSG(memcmp(a, want, (size_t)rows * sizeof(float)) == 0,
             "a BF16 decode row is not md_bf16_rows's");
@@ -483,18 +487,19 @@ static void test_backend(void) {
   float *ys[] = {c, d};
   const md_tensor *both_bf16[] = {&bf16, &bf16}, *mixed[] = {&bf16, &f32};
   md_kernels *ks[] = {k_fast, k_plain};
-  for (int kk = 0; kk < 2; kk++) {
-    backend_matmul(ks[kk], &bf16, p.x, n, a);
-    backend_matmul(ks[kk], &f32, p.x, n, b);
-    backend_matmul_shared(ks[kk], both_bf16, 2, p.x, n, ys);
-    CHECK_MSG(memcmp(a, c, (size_t)(n * rows) * sizeof(float)) == 0 &&
-                  memcmp(a, d, (size_t)(n * rows) * sizeof(float)) == 0,
-              "matmul_shared of BF16 weights is not matmul's (%s)", kk ? "float32" : "--bf16-gemm");
-    backend_matmul_shared(ks[kk], mixed, 2, p.x, n, ys);
-    CHECK_MSG(memcmp(a, c, (size_t)(n * rows) * sizeof(float)) == 0 &&
-                  memcmp(b, d, (size_t)(n * rows) * sizeof(float)) == 0,
+  for (int kk = 0; kk < 4; kk++) {
+    int64_t m = kk < 2 ? n : short_n; /* the GEMM, then md_bf16_rows */
+    backend_matmul(ks[kk % 2], &bf16, p.x, m, a);
+    backend_matmul(ks[kk % 2], &f32, p.x, m, b);
+    backend_matmul_shared(ks[kk % 2], both_bf16, 2, p.x, m, ys);
+    CHECK_MSG(memcmp(a, c, (size_t)(m * rows) * sizeof(float)) == 0 &&
+                  memcmp(a, d, (size_t)(m * rows) * sizeof(float)) == 0,
+              "matmul_shared of BF16 weights is not matmul's (%s)", kk % 2 ? "float32" : "--bf16-gemm");
+    backend_matmul_shared(ks[kk % 2], mixed, 2, p.x, m, ys);
+    CHECK_MSG(memcmp(a, c, (size_t)(m * rows) * sizeof(float)) == 0 &&
+                  memcmp(b, d, (size_t)(m * rows) * sizeof(float)) == 0,
               "matmul_shared of BF16 and F32 weights is not matmul's (%s)",
-              kk ? "float32" : "--bf16-gemm");
+              kk % 2 ? "float32" : "--bf16-gemm");
   }
   free(c);
   free(d);
