@@ -314,14 +314,18 @@ static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
 
 /* How md_cpu_matvec_rows and md_cpu_matvec_rows_bf16 deal out n rows of x
  * through `count` matrices: pieces of rows, chunk[i] rows of matrix i each
- * (pieces first[i] .. first[i + 1] - 1), on a team of *team threads. */
+ * (pieces first[i] .. first[i + 1] - 1), on a team of plan.team threads.
+ * md_cpu_matvec's pieces, cut to fit the L2 when `fit_l2` (a kernel that
+ * passes over a piece once per few rows of x); md_bf16_rows runs all the
+ * rows of x through each block of 4 weight rows while it sits in L1, and
+ * its four streams run longer in md_cpu_matvec's larger pieces. */
 typedef struct rows_plan {
   int team;
   int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1];
 } rows_plan;
 
 static rows_plan plan_rows(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
-                           int64_t n) {
+                           int64_t n, bool fit_l2) {
   rows_plan plan = {.first = {0}};
   int64_t bytes = 0;
   for (int i = 0; i < count; i++)
@@ -335,7 +339,7 @@ static rows_plan plan_rows(int threads, const md_cpu_matvec_out *outs, int count
     int64_t fit = (int64_t)(MD_MATVEC_ROWS_PIECE_BYTES / ((size_t)cols * md_dtype_size(outs[i].dtype)));
     fit &= ~(int64_t)3;
     if (fit < 4) fit = 4;
-    plan.chunk[i] = piece < fit ? piece : fit;
+    plan.chunk[i] = piece < fit || !fit_l2 ? piece : fit;
     plan.first[i + 1] = plan.first[i] + (outs[i].rows + plan.chunk[i] - 1) / plan.chunk[i];
   }
   int64_t pieces = plan.first[count];
@@ -359,7 +363,7 @@ void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *ou
     md_cpu_matvec_shared(isa, threads, outs, count, cols, x);
     return;
   }
-  rows_plan plan = plan_rows(threads, outs, count, cols, n);
+  rows_plan plan = plan_rows(threads, outs, count, cols, n, true);
   matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
   matvec_rows_fn wide[MD_CPU_MATVEC_MAX_SHARED];
   for (int i = 0; i < count; i++) {
@@ -381,7 +385,7 @@ void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *ou
 
 void md_cpu_matvec_rows_bf16(int threads, const md_cpu_matvec_out *outs, int count, int64_t cols,
                              const uint32_t *xb, int64_t n) {
-  rows_plan plan = plan_rows(threads, outs, count, cols, n);
+  rows_plan plan = plan_rows(threads, outs, count, cols, n, false);
   MD_CPU_FOR_DYNAMIC(plan.team, p, plan.first[count], {
     int64_t r0, r1;
     int i = plan_piece(&plan, outs, p, &r0, &r1);
