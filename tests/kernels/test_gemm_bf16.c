@@ -98,6 +98,19 @@ static void product_free(product *p) {
   free(p->bias);
 }
 
+/* The definition, in double: bias[r] + sum_c bf16(x[i, c]) W[r, c], and
+ * the sum of the terms' magnitudes (the fp32 bound's scale). */
+static double exact_sum(const product *p, int64_t i, int64_t r, double *magnitude) {
+  double sum = p->bias ? p->bias[r] : 0.0;
+  *magnitude = fabs(sum);
+  for (int64_t c = 0; c < p->k; c++) {
+    double term = (double)round_bf16(p->x[i * p->k + c]) * md_bf16_to_f32(p->w[r * p->k + c]);
+    sum += term;
+    *magnitude += fabs(term);
+  }
+  return sum;
+}
+
 static void run(product *p, int threads) {
   uint32_t *xs = checked_malloc(md_gemm_bf16_x_words(p->n, p->k) * sizeof(uint32_t));
   uint32_t *ws = checked_malloc((size_t)threads * md_gemm_bf16_w_words(p->k) * sizeof(uint32_t));
@@ -154,12 +167,7 @@ static void test_sums(void) {
       int64_t outside = 0;
       for (int64_t i = 0; i < n; i++)
         for (int64_t r = 0; r < rows; r++) {
-          double sum = p.bias ? p.bias[r] : 0.0, magnitude = fabs(sum);
-          for (int64_t c = 0; c < k; c++) {
-            double term = (double)round_bf16(p.x[i * k + c]) * md_bf16_to_f32(p.w[r * k + c]);
-            sum += term;
-            magnitude += fabs(term);
-          }
+          double magnitude, sum = exact_sum(&p, i, r, &magnitude);
           double err = fabs(p.y[i * rows + r] - sum);
           double bound = (double)(k / 2 + 4) * 0x1p-24 * magnitude;
           if (!(err <= bound)) outside++;
@@ -339,12 +347,7 @@ static void test_decode_rows(void) {
       float alone = 0.0f, *split = checked_malloc((size_t)(nx * rows) * sizeof(float));
       for (int64_t i = 0; i < nx; i++)
         for (int64_t r = 0; r < rows; r++) {
-          double sum = p.bias ? p.bias[r] : 0.0, magnitude = fabs(sum);
-          for (int64_t c = 0; c < k; c++) {
-            double term = (double)round_bf16(p.x[i * k + c]) * md_bf16_to_f32(p.w[r * k + c]);
-            sum += term;
-            magnitude += fabs(term);
-          }
+          double magnitude, sum = exact_sum(&p, i, r, &magnitude);
           double err = fabs(p.y[i * rows + r] - sum), bound = ((double)k / 2 + 24) * 0x1p-24 * magnitude;
           outside += !(err <= bound);
           double rel = err / (magnitude > 0 ? magnitude : 1);
