@@ -1075,12 +1075,13 @@ static void test_owned_weights_in_place(md_kernels *k) {
  * (logits_rows); +0 where the row is zero; the whole product when the input
  * is not finite; no packing when more than half the blocks are nonzero or
  * the matrix is small. Rows % 4 = 3, with the last, partial block zero and
- * nonzero. */
-static void test_packed_logits(md_cpu_kernels path) {
+ * nonzero. With `bf16` (BF16 products, md_bf16_rows), the same. */
+static void test_packed_logits(md_cpu_kernels path, bool bf16) {
   enum { ROWS = 8195, N = 5 };
   const int64_t widths[] = {64, 37};
-  md_cpu_options packed_options = {.threads = 2, .kernels = path};
-  md_cpu_options dense_options = {.threads = 2, .kernels = path, .dense_logits = true};
+  md_cpu_options packed_options = {.threads = 2, .kernels = path, .bf16_gemm = bf16};
+  md_cpu_options dense_options = {.threads = 2, .kernels = path, .dense_logits = true,
+                                  .bf16_gemm = bf16};
   md_kernels *packed = NULL, *dense = NULL;
   md_error err;
   CHECK(md_kernels_cpu_new(&packed_options, &packed, &err) == MD_OK);
@@ -1345,7 +1346,7 @@ int main(void) {
     test_decode_products(isa);
     test_prefill_products(isa);
     test_backend(paths[i]);
-    test_packed_logits(paths[i]);
+    test_packed_logits(paths[i], false);
   }
   test_backend(MD_CPU_KERNELS_BEST);
   if (facts.avx512_bf16) { /* --bf16-gemm's attention: P V in bf16, weights float32 */
@@ -1355,6 +1356,7 @@ int main(void) {
     CHECK(md_kernels_cpu_new(&options, &k, &err) == MD_OK);
     test_attention(k, 1e-5 + 1.0 / 256.0);
     md_kernels_free(k);
+    test_packed_logits(MD_CPU_KERNELS_AVX512, true);
   }
   return md_test_finish("test_cpu_kernels");
 }
