@@ -693,23 +693,15 @@ static void cpu_matmul_shared(md_kernels *k, md_kbuf *const *ys, const md_kbuf *
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_GEMM_F32_MAX_SHARED, "md_gemm_f32_shared's limit");
   _Static_assert(MD_KERNELS_MAX_SHARED <= MD_CPU_MATVEC_MAX_SHARED, "md_cpu_matvec_shared's limit");
   cpu_kernels *c = cpu(k);
-  /* A decode row: the matrix-vector products in one parallel region (each
-   * with md_cpu_matvec's bits), where k and v alone were too small to run
-   * on more than one thread. */
+  /* A decode row, or a short prompt's BF16 products (bf16_rows): the
+   * matrix-vector products in one parallel region (each with the bits it
+   * gets alone), where k and v alone were too small to run on more than
+   * one thread. */
   bool one_width = true;
   for (int i = 0; i < count; i++) one_width = one_width && ws[i]->cols == ws[0]->cols;
-  if (n == 1 && one_width && count <= MD_KERNELS_MAX_SHARED) {
-    md_cpu_matvec_out outs[MD_CPU_MATVEC_MAX_SHARED];
-    for (int i = 0; i < count; i++)
-      outs[i] = (md_cpu_matvec_out){.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,
-                                    .rows = ws[i]->rows,
-                                    .bias = biases && biases[i] ? biases[i]->data : NULL};
-    rows_products(c, outs, count, ws[0]->cols, x->data, 1);
-    return;
-  }
   bool rows = one_width && count <= MD_KERNELS_MAX_SHARED;
-  for (int i = 0; rows && i < count; i++) rows = bf16_rows(c, ws[i], n);
-  if (rows) { /* a short prompt's BF16 products in one region */
+  for (int i = 0; rows && n > 1 && i < count; i++) rows = bf16_rows(c, ws[i], n);
+  if (rows) {
     md_cpu_matvec_out outs[MD_CPU_MATVEC_MAX_SHARED];
     for (int i = 0; i < count; i++)
       outs[i] = (md_cpu_matvec_out){.y = ys[i]->data, .w = ws[i]->data, .dtype = ws[i]->dtype,

@@ -93,9 +93,9 @@ int md_cpu_quota_cpus(const char *proc_cgroup, const char *cgroup_root);
 
 /* A parallel region only where its team has more than one thread. libgomp
  * ends every parallel region, a team of one thread included (num_threads(1)
- * or a false if clause), with a futex system call: about 0.5 us, and a
- * decode step of a small model runs dozens of regions whose team is one
- * (md_cpu_team), which cost the demo's eval a fifth of its time. So:
+ * or a false if clause), with a futex system call, and a decode step of a
+ * small model runs dozens of regions whose team is one (md_cpu_team); the
+ * cost is measured in the commit that added these. So:
  *   MD_CPU_FOR_STATIC(team, i, count, body) / MD_CPU_FOR_DYNAMIC (chunks of
  *     1): for (int64_t i = 0; i < count; i++) { body } shared by a team of
  *     `team` threads, or a plain loop on this thread when team is 1;

@@ -256,65 +256,15 @@ void md_cpu_matvec(md_cpu_isa isa, int threads, float *y, const void *w, md_dtyp
   md_cpu_matvec_shared(isa, threads, &out, 1, cols, x);
 }
 
-void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
-                          int64_t cols, const float *x) {
-  matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
-  int64_t chunk[MD_CPU_MATVEC_MAX_SHARED], first[MD_CPU_MATVEC_MAX_SHARED + 1] = {0};
-  int64_t bytes = 0;
-  for (int i = 0; i < count; i++)
-    bytes += outs[i].rows * cols * (int64_t)md_dtype_size(outs[i].dtype);
-  threads = md_cpu_team(threads, bytes, MD_GRAIN_MATVEC_BYTES);
-  for (int i = 0; i < count; i++) {
-    kernels[i] = pick_matvec(isa, outs[i].dtype);
-    chunk[i] = matvec_chunk(threads, outs[i].dtype, outs[i].rows, cols);
-    first[i + 1] = first[i] + (outs[i].rows + chunk[i] - 1) / chunk[i];
-  }
-  int64_t pieces = first[count];
-  if (pieces == 0) return; /* no rows */
-  if (pieces == 1) { /* on this thread, no team to wake */
-    int i = 0;
-    while (first[i + 1] == 0) i++; /* past the empty matrices */
-    kernels[i](outs[i].y, outs[i].w, x, 0, outs[i].rows, cols, outs[i].bias);
-    return;
-  }
-  int team = pieces < threads ? (int)pieces : threads;
-  MD_CPU_FOR_DYNAMIC(team, p, pieces, {
-    int i = 0;
-    while (p >= first[i + 1]) i++;
-    const md_cpu_matvec_out *o = &outs[i];
-    int64_t r0 = (p - first[i]) * chunk[i], r1 = r0 + chunk[i] < o->rows ? r0 + chunk[i] : o->rows;
-    kernels[i](o->y, o->w, x, r0, r1, cols, o->bias);
-  });
-}
-
-typedef void (*matvec_rows_fn)(float *, int64_t, const void *, const float *, int64_t, int64_t,
-                               int64_t, int64_t, const float *);
-
-/* The kernel that runs several vectors through a row at once where the
- * path has one (AVX-512), else NULL (the one-vector kernel, vector by
- * vector). */
-static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
-#if defined(__x86_64__)
-  if (isa == MD_CPU_ISA_AVX512) {
-    switch (dtype) {
-    case MD_DTYPE_F32: return (matvec_rows_fn)md_avx512_matvec_rows_f32;
-    case MD_DTYPE_F16: return (matvec_rows_fn)md_avx512_matvec_rows_f16;
-    case MD_DTYPE_BF16: return (matvec_rows_fn)md_avx512_matvec_rows_bf16;
-    }
-  }
-#endif
-  (void)isa, (void)dtype;
-  return NULL;
-}
-
 /* Rows of a batched product's piece: at most this many weight bytes, so
  * that the piece is read from memory once and from the core's L2 for the
  * other rows of x. */
 #define MD_MATVEC_ROWS_PIECE_BYTES (128u << 10)
 
-/* How md_cpu_matvec_rows and md_cpu_matvec_rows_bf16 deal out n rows of x
- * through `count` matrices: pieces of rows, chunk[i] rows of matrix i each
- * (pieces first[i] .. first[i + 1] - 1), on a team of plan.team threads.
+/* How md_cpu_matvec_shared, md_cpu_matvec_rows and md_cpu_matvec_rows_bf16
+ * deal out n rows of x through `count` matrices: pieces of rows, chunk[i]
+ * rows of matrix i each (pieces first[i] .. first[i + 1] - 1), on a team
+ * of plan.team threads.
  * md_cpu_matvec's pieces, cut to fit the L2 when `fit_l2` (a kernel that
  * passes over a piece once per few rows of x); md_bf16_rows runs all the
  * rows of x through each block of 4 weight rows while it sits in L1, and
@@ -355,6 +305,38 @@ static int plan_piece(const rows_plan *plan, const md_cpu_matvec_out *outs, int6
   *r0 = (p - plan->first[i]) * plan->chunk[i];
   *r1 = *r0 + plan->chunk[i] < outs[i].rows ? *r0 + plan->chunk[i] : outs[i].rows;
   return i;
+}
+
+void md_cpu_matvec_shared(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
+                          int64_t cols, const float *x) {
+  rows_plan plan = plan_rows(threads, outs, count, cols, 1, false);
+  matvec_fn kernels[MD_CPU_MATVEC_MAX_SHARED];
+  for (int i = 0; i < count; i++) kernels[i] = pick_matvec(isa, outs[i].dtype);
+  MD_CPU_FOR_DYNAMIC(plan.team, p, plan.first[count], {
+    int64_t r0, r1;
+    int i = plan_piece(&plan, outs, p, &r0, &r1);
+    kernels[i](outs[i].y, outs[i].w, x, r0, r1, cols, outs[i].bias);
+  });
+}
+
+typedef void (*matvec_rows_fn)(float *, int64_t, const void *, const float *, int64_t, int64_t,
+                               int64_t, int64_t, const float *);
+
+/* The kernel that runs several vectors through a row at once where the
+ * path has one (AVX-512), else NULL (the one-vector kernel, vector by
+ * vector). */
+static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
+#if defined(__x86_64__)
+  if (isa == MD_CPU_ISA_AVX512) {
+    switch (dtype) {
+    case MD_DTYPE_F32: return (matvec_rows_fn)md_avx512_matvec_rows_f32;
+    case MD_DTYPE_F16: return (matvec_rows_fn)md_avx512_matvec_rows_f16;
+    case MD_DTYPE_BF16: return (matvec_rows_fn)md_avx512_matvec_rows_bf16;
+    }
+  }
+#endif
+  (void)isa, (void)dtype;
+  return NULL;
 }
 
 void md_cpu_matvec_rows(md_cpu_isa isa, int threads, const md_cpu_matvec_out *outs, int count,
