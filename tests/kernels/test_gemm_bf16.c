@@ -348,6 +348,14 @@ static void test_decode_rows(void) {
       for (int64_t i = 0; i < nx; i++)
         for (int64_t r = 0; r < rows; r++) {
           double magnitude, sum = exact_sum(&p, i, r, &magnitude);
+          /* A lane adds one pair a step (at most two roundings: the pair's
+           * sum and its addition), ceil(k / 32) steps, so at most k / 16 + 2
+           * roundings; then the 16 lanes' tree (4 levels) and the bias (1).
+           * Each rounding moves a partial sum of at most `magnitude` by at
+           * most 2^-24 of it: (k / 16 + 7) * 2^-24 * magnitude bounds the
+           * error; k / 2 + 24 is looser (the GEMM's k / 2 + 4 plus the
+           * reduction's share, with room), and a wrong order of the pairs
+           * or a lost term still lands far outside it. */
           double err = fabs(p.y[i * rows + r] - sum), bound = ((double)k / 2 + 24) * 0x1p-24 * magnitude;
           outside += !(err <= bound);
           double rel = err / (magnitude > 0 ? magnitude : 1);
