@@ -253,6 +253,15 @@ typedef struct md_kernel_ops {
                  const md_kweight *norm, const md_kweight *lm_head, float eps);
   /* The index of the first largest of v[0 .. n-1] (greedy decoding). */
   md_status (*argmax)(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index, md_error *err);
+  /* index[r] = the greedy token of row r of x, r < n: what argmax over the
+   * vocabulary gives after logits_rows (or logits, row by row), without
+   * promising those logits: `logits` [n, vocab] is scratch whose contents
+   * are unspecified afterwards, so a back end may search a head's nonzero
+   * rows alone. Synchronises, as argmax. Optional: NULL makes a step write
+   * the logits and take each row's argmax. */
+  md_status (*greedy_rows)(md_kernels *k, int64_t *index, md_kbuf *logits, const md_kbuf *x,
+                           int64_t n, const md_kweight *norm, const md_kweight *lm_head, float eps,
+                           md_error *err);
   /* Waits for queued work; reports a deferred device failure. */
   md_status (*sync)(md_kernels *k, md_error *err);
 

@@ -62,6 +62,7 @@ struct md_qwen2_forward {
   md_kbuf *logits;              /* [vocab] of the last token run */
   md_kbuf *batch_logits;        /* [rows_viewed, vocab] of a batched step, on demand */
   row_views *views;             /* [rows_viewed], made on demand */
+  int64_t *greedy_index;        /* [rows_viewed]: greedy_rows' tokens */
   int64_t rows_viewed;
   int64_t capacity, max_batch;
   int64_t last_chunk;           /* rows of the last chunk run (its hidden states in x) */
@@ -655,7 +656,9 @@ static void free_views(md_qwen2_forward *fw) {
       if (all[i]) k->ops->buf_free(k, all[i]);
   }
   free(fw->views);
+  free(fw->greedy_index);
   fw->views = NULL;
+  fw->greedy_index = NULL;
   fw->rows_viewed = 0;
 }
 
@@ -675,7 +678,11 @@ static md_status ensure_views(md_qwen2_forward *fw, int64_t n, md_error *err) {
   md_status s = k->ops->buf_new(k, (size_t)n * vocab, &fw->batch_logits, err);
   if (s != MD_OK) return md_error_prefix(err, "logits of a batch of %lld sequences", (long long)n);
   fw->views = calloc((size_t)n, sizeof *fw->views);
-  if (!fw->views) return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  fw->greedy_index = calloc((size_t)n, sizeof *fw->greedy_index);
+  if (!fw->views || !fw->greedy_index) {
+    free_views(fw);
+    return md_fail(err, MD_E_NOMEM, "qwen2 forward: out of memory");
+  }
   fw->rows_viewed = n;
   for (int64_t r = 0; r < n && s == MD_OK; r++) {
     row_views *v = &fw->views[r];
@@ -818,13 +825,30 @@ static void step_layer_each(md_qwen2_forward *fw, int l, md_qwen2_seq *const *se
   }
 }
 
-/* The greedy tokens of rows 0 .. n-1 of batch_logits. */
-static md_status greedy_rows(md_qwen2_forward *fw, int64_t n, int32_t *greedy, md_error *err) {
-  size_t vocab = (size_t)fw->config.vocab_size;
+/* The greedy tokens of the n rows of x after the last layer: the back
+ * end's greedy_rows, or the LM head into batch_logits (logits_rows, or
+ * logits row by row without matmul_rows) and each row's argmax; the same
+ * tokens either way (kernels.h). */
+static md_status greedy_tokens(md_qwen2_forward *fw, int64_t n, int32_t *greedy, md_error *err) {
+  md_kernels *k = fw->k;
+  const md_kernel_ops *op = k->ops;
+  float eps = (float)fw->config.rms_norm_eps;
   md_status s = MD_OK;
+  if (op->matmul_rows && op->greedy_rows) {
+    s = op->greedy_rows(k, fw->greedy_index, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head,
+                        eps, err);
+    for (int64_t b = 0; b < n && s == MD_OK; b++) greedy[b] = (int32_t)fw->greedy_index[b];
+    return s;
+  }
+  if (op->matmul_rows && op->logits_rows)
+    op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head, eps);
+  else
+    for (int64_t b = 0; b < n; b++)
+      op->logits(k, fw->views[b].logits, fw->x, b, fw->norm, fw->lm_head, eps);
+  size_t vocab = (size_t)fw->config.vocab_size;
   for (int64_t b = 0; b < n && s == MD_OK; b++) {
     int64_t index = 0;
-    s = fw->k->ops->argmax(fw->k, fw->views[b].logits, vocab, &index, err);
+    s = op->argmax(k, fw->views[b].logits, vocab, &index, err);
     greedy[b] = (int32_t)index;
   }
   return s;
@@ -861,14 +885,6 @@ md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const i
     if (op->matmul_rows) step_layer_rows(fw, l, seqs, n);
     else step_layer_each(fw, l, seqs, n);
   }
-  float eps = (float)fw->config.rms_norm_eps;
-  if (greedy) {
-    if (op->matmul_rows && op->logits_rows)
-      op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head, eps);
-    else
-      for (int64_t b = 0; b < n; b++)
-        op->logits(k, fw->views[b].logits, fw->x, b, fw->norm, fw->lm_head, eps);
-  }
   for (int64_t b = 0; b < n; b++) {
     md_qwen2_seq *q = seqs[b];
     q->slot_pos[q->len] = q->pos;
@@ -877,7 +893,7 @@ md_status md_qwen2_step(md_qwen2_forward *fw, md_qwen2_seq *const *seqs, const i
     q->have_logits = false;
   }
   if (!greedy) return op->sync(k, err);
-  return greedy_rows(fw, n, greedy, err);
+  return greedy_tokens(fw, n, greedy, err);
 }
 
 md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seqs,
@@ -913,9 +929,7 @@ md_status md_qwen2_prefill_greedy(md_qwen2_forward *fw, md_qwen2_seq *const *seq
   if (s == MD_OK) s = op->buf_write(k, fw->x, 0, (size_t)n * hidden, last, err);
   free(last);
   if (s != MD_OK) return s;
-  op->logits_rows(k, fw->batch_logits, fw->x, n, fw->norm, fw->lm_head,
-                  (float)fw->config.rms_norm_eps);
-  return greedy_rows(fw, n, greedy, err);
+  return greedy_tokens(fw, n, greedy, err);
 }
 
 size_t md_qwen2_seq_bytes(const md_qwen2_config *c, int64_t capacity) {

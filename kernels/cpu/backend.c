@@ -65,6 +65,7 @@ typedef struct packed_rows {
   void *data;      /* md_cpu_alloc'd [count, cols] in the weight's dtype */
   int64_t *rows;   /* [count]: the row of the whole matrix each packed row is */
   int64_t count;
+  int64_t first_zero; /* the first row not packed (an all-zero one) */
 } packed_rows;
 
 /* At least this many rows for a matrix to be packed (a vocabulary). */
@@ -304,6 +305,8 @@ static md_status pack_rows(md_kweight *w) {
           p->rows[p->count++] = r;
         }
       }
+      /* rows[] ascends, so the first row missing from it is the first gap */
+      while (p->first_zero < p->count && p->rows[p->first_zero] == p->first_zero) p->first_zero++;
       w->packed = p;
     }
   }
@@ -796,13 +799,13 @@ static md_status cpu_buf_view(md_kernels *k, md_kbuf *buf, size_t offset, size_t
   return MD_OK;
 }
 
-/* The logits of n normalised rows x (n x cols) by the LM head's packed
- * rows (packed_rows), +0 elsewhere; false (nothing done) when the head is
- * not packed or an input is not finite (a zero row's product would be NaN
- * then). The packed rows go through md_cpu_matvec_rows as the whole matrix
- * would, so every row gets the whole product's bits. */
-static bool logits_packed(cpu_kernels *c, float *logits, const md_kweight *lm_head, const float *x,
-                          int64_t n) {
+/* The products of n normalised rows x (n x cols) with the LM head's packed
+ * rows (packed_rows) into c->packed_logits, row b's at b * count; false
+ * (nothing done) when the head is not packed or an input is not finite (a
+ * zero row's product would be NaN then). The packed rows go through
+ * md_cpu_matvec_rows as the whole matrix would, so every packed logit has
+ * the whole product's bits. */
+static bool packed_products(cpu_kernels *c, const md_kweight *lm_head, const float *x, int64_t n) {
   const packed_rows *p = lm_head->packed;
   if (!p) return false;
   size_t inputs = (size_t)n * (size_t)lm_head->cols;
@@ -818,12 +821,70 @@ static bool logits_packed(cpu_kernels *c, float *logits, const md_kweight *lm_he
   md_cpu_matvec_out out = {.y = c->packed_logits, .w = p->data, .dtype = lm_head->dtype,
                            .rows = p->count};
   rows_products(c, &out, 1, lm_head->cols, x, n);
-  for (int64_t b = 0; b < n; b++) {
-    float *row = logits + (size_t)b * (size_t)lm_head->rows;
-    const float *got = c->packed_logits + (size_t)b * (size_t)p->count;
-    memset(row, 0, (size_t)lm_head->rows * sizeof(float));
-    for (int64_t j = 0; j < p->count; j++) row[p->rows[j]] = got[j];
+  return true;
+}
+
+/* Row b of the whole logits from the packed products: +0 where the head's
+ * row is zero. */
+static void scatter_packed(const cpu_kernels *c, float *row, const md_kweight *lm_head, int64_t b) {
+  const packed_rows *p = lm_head->packed;
+  const float *got = c->packed_logits + (size_t)b * (size_t)p->count;
+  memset(row, 0, (size_t)lm_head->rows * sizeof(float));
+  for (int64_t j = 0; j < p->count; j++) row[p->rows[j]] = got[j];
+}
+
+/* The logits of n normalised rows x by the packed rows, +0 elsewhere: the
+ * whole product's bits; false as packed_products. */
+static bool logits_packed(cpu_kernels *c, float *logits, const md_kweight *lm_head, const float *x,
+                          int64_t n) {
+  if (!packed_products(c, lm_head, x, n)) return false;
+  for (int64_t b = 0; b < n; b++)
+    scatter_packed(c, logits + (size_t)b * (size_t)lm_head->rows, lm_head, b);
+  return true;
+}
+
+/* md_cpu_argmax over row b of the whole logits (scatter_packed's), read
+ * from the packed products alone. Without a NaN among them the whole row
+ * holds the packed values and +0s, and its first largest is the first
+ * largest packed value m (at the smallest row: rows[] ascends) when m > 0,
+ * the first zero row when m < 0, and the smaller of the two when m == 0
+ * (-0 == +0, and the loop keeps the first of equals). A NaN changes which
+ * elements the loop compares, so that row is scattered into `row` (scratch
+ * of the head's rows) and searched whole. */
+static int64_t packed_argmax(const cpu_kernels *c, float *row, const md_kweight *lm_head, int64_t b) {
+  const packed_rows *p = lm_head->packed;
+  const float *got = c->packed_logits + (size_t)b * (size_t)p->count;
+  bool nan = false;
+  for (int64_t j = 0; j < p->count; j++) nan |= got[j] != got[j];
+  if (nan) {
+    scatter_packed(c, row, lm_head, b);
+    return (int64_t)md_cpu_argmax(c->isa, row, (size_t)lm_head->rows);
   }
+  if (p->count == 0) return 0;
+  int64_t j = (int64_t)md_cpu_argmax(c->isa, got, (size_t)p->count);
+  int64_t packed_row = p->rows[j], zero_row = p->first_zero;
+  if (got[j] > 0) return packed_row;
+  if (got[j] < 0) return zero_row;
+  return packed_row < zero_row ? packed_row : zero_row;
+}
+
+/* c->row_scratch rows 0 .. n-1 = rmsnorm of x's rows 0 .. n-1 (rmsnorm_row,
+ * as cpu_logits); false (recorded) when the scratch cannot grow. */
+static bool norm_rows(cpu_kernels *c, const md_kbuf *x, int64_t n, const md_kweight *norm,
+                      float eps) {
+  size_t dim = (size_t)norm->cols;
+  if (c->row_scratch_n < dim * (size_t)n) {
+    float *grown = realloc(c->row_scratch, dim * (size_t)n * sizeof(float));
+    if (!grown) {
+      defer(c, MD_E_NOMEM);
+      return false;
+    }
+    c->row_scratch = grown;
+    c->row_scratch_n = dim * (size_t)n;
+  }
+  for (int64_t r = 0; r < n; r++)
+    rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)r * dim, norm->data,
+                (int64_t)dim, eps);
   return true;
 }
 
@@ -852,23 +913,36 @@ static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t
 static void cpu_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
                             const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
-  size_t dim = (size_t)norm->cols;
-  if (c->row_scratch_n < dim * (size_t)n) {
-    float *grown = realloc(c->row_scratch, dim * (size_t)n * sizeof(float));
-    if (!grown) {
-      defer(c, MD_E_NOMEM);
-      return;
-    }
-    c->row_scratch = grown;
-    c->row_scratch_n = dim * (size_t)n;
-  }
-  for (int64_t r = 0; r < n; r++)
-    rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)r * dim, norm->data,
-                (int64_t)dim, eps);
+  if (!norm_rows(c, x, n, norm, eps)) return;
   if (logits_packed(c, logits->data, lm_head, c->row_scratch, n)) return;
   md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
                            .rows = lm_head->rows};
   rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
+}
+
+/* cpu_logits_rows then md_cpu_argmax of each row; a packed head's rows are
+ * searched in its packed products (packed_argmax) without writing the
+ * vocabulary-long rows. */
+static md_status cpu_greedy_rows(md_kernels *k, int64_t *index, md_kbuf *logits, const md_kbuf *x,
+                                 int64_t n, const md_kweight *norm, const md_kweight *lm_head,
+                                 float eps, md_error *err) {
+  cpu_kernels *c = cpu(k);
+  size_t vocab = (size_t)lm_head->rows;
+  if (n < 1 || (size_t)n * vocab > logits->n)
+    return md_fail(err, MD_E_INVALID, "cpu kernels: greedy tokens of %lld rows of %zu logits in "
+                   "%zu floats", (long long)n, vocab, logits->n);
+  if (norm_rows(c, x, n, norm, eps)) {
+    if (packed_products(c, lm_head, c->row_scratch, n)) {
+      for (int64_t b = 0; b < n; b++) index[b] = packed_argmax(c, logits->data, lm_head, b);
+    } else {
+      md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
+                               .rows = lm_head->rows};
+      rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
+      for (int64_t b = 0; b < n; b++)
+        index[b] = (int64_t)md_cpu_argmax(c->isa, logits->data + (size_t)b * vocab, vocab);
+    }
+  }
+  return cpu_sync(k, err);
 }
 
 static md_status cpu_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t *index,
@@ -922,6 +996,7 @@ static const md_kernel_ops cpu_ops = {
   .add = cpu_add,
   .logits = cpu_logits,
   .argmax = cpu_argmax,
+  .greedy_rows = cpu_greedy_rows,
   .sync = cpu_sync,
   .facts = cpu_facts,
   .describe = cpu_describe,

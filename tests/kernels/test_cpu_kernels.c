@@ -1105,6 +1105,7 @@ static void test_packed_logits(md_cpu_kernels path, bool bf16) {
         for (int64_t c = 0; c < cols; c++) gamma[c] = uniform(0.5f, 1.5f);
         for (int64_t i = 0; i < N * cols; i++) x[i] = uniform(-2.0f, 2.0f);
         float *got[2][2];
+        int64_t greedy[2][N];
         md_kernels *ks[2] = {packed, dense};
         int64_t packed_rows = -1;
         for (int kk = 0; kk < 2; kk++) {
@@ -1119,6 +1120,7 @@ static void test_packed_logits(md_cpu_kernels path, bool bf16) {
           k->ops->logits_rows(k, all, xb, N, norm, head, 1e-6f);
           got[kk][0] = download(k, one, ROWS);
           got[kk][1] = download(k, all, (size_t)N * ROWS);
+          CHECK(k->ops->greedy_rows(k, greedy[kk], all, xb, N, norm, head, 1e-6f, &err) == MD_OK);
           k->ops->buf_free(k, xb);
           k->ops->buf_free(k, one);
           k->ops->buf_free(k, all);
@@ -1139,6 +1141,13 @@ static void test_packed_logits(md_cpu_kernels path, bool bf16) {
           if ((r % 97) >= 9 && (r % 13) != 5 && !(last && r == ROWS - 1)) zeros = zeros && v.u == 0;
         }
         CHECK_MSG(zeros, "a zero row's logit is +0");
+        for (int64_t b = 0; b < N; b++)
+          for (int kk = 0; kk < 2; kk++)
+            CHECK_MSG(greedy[kk][b] == (int64_t)md_cpu_argmax(MD_CPU_ISA_PORTABLE,
+                                                              got[1][1] + b * ROWS, ROWS),
+                      "%s %s cols %lld row %lld: greedy_rows (%s) is not the logits' argmax",
+                      md_cpu_isa_name(md_cpu_isa_of(path)), md_dtype_name(dtype),
+                      (long long)cols, (long long)b, kk ? "dense" : "packed");
         for (int kk = 0; kk < 2; kk++) free(got[kk][0]), free(got[kk][1]);
         free(w);
         free(gamma);
@@ -1172,6 +1181,103 @@ static void test_packed_logits(md_cpu_kernels path, bool bf16) {
   packed->ops->weight_free(packed, norm);
   packed->ops->buf_free(packed, xb);
   packed->ops->buf_free(packed, one);
+  free(w);
+  md_kernels_free(packed);
+  md_kernels_free(dense);
+}
+
+/* greedy_rows on a packed head searches the packed products alone
+ * (backend.c, packed_argmax): its token is the whole logits' argmax (the
+ * loop "best = 0; if v[i] > v[best]"), on hand-made heads where the answer
+ * is known: every packed logit negative (the first zero row, before and
+ * after the packed rows), the largest packed logit zero (the smaller of its
+ * row and the first zero row), a NaN among the packed logits (at row 0:
+ * token 0; later: not chosen), and a positive largest. Each head is BF16,
+ * 16 columns, x = (1, 1, 0, ...) normalised with gamma 1 (x' = (2.83, 2.83,
+ * 0, ...)), so row r's logit is 2.83 (w[r][0] + w[r][1]); one row of x
+ * alone and the same row twice (n = 2, the second row's products). */
+static void test_packed_greedy(md_cpu_kernels path) {
+  enum { ROWS = 8195, COLS = 16 };
+  const uint16_t one = 0x3f80, minus_one = 0xbf80, minus_two = 0xc000, inf = 0x7f80,
+                 minus_inf = 0xff80;
+  struct {
+    const char *what;
+    int64_t first_block;     /* the 4-row block of nonzero rows starts here */
+    uint16_t col0[4], col1[4]; /* w[first_block + i][0] and [1] */
+    int64_t want;
+  } cases[] = {
+      {"all negative, zero rows before", 8, {minus_one, minus_two, minus_one, minus_one}, {0}, 0},
+      {"all negative, zero rows after", 0, {minus_one, minus_two, minus_one, minus_one}, {0}, 4},
+      {"largest zero, zero rows after", 0, {minus_one, minus_one, one, minus_one},
+       {0, 0, minus_one, 0}, 2},
+      {"largest zero, zero rows before", 8, {minus_one, one, minus_one, minus_one},
+       {0, minus_one, 0, 0}, 0},
+      {"NaN at row 0", 0, {inf, one, one, minus_one}, {minus_inf, 0, 0, 0}, 0},
+      {"NaN later, largest positive", 8, {inf, one, minus_two, one}, {minus_inf, one, 0, 0}, 9},
+      {"largest positive", 8, {minus_one, one, minus_two, one}, {0, one, 0, one}, 9},
+  };
+  md_cpu_options packed_options = {.threads = 2, .kernels = path};
+  md_cpu_options dense_options = {.threads = 2, .kernels = path, .dense_logits = true};
+  md_kernels *packed = NULL, *dense = NULL;
+  md_error err;
+  CHECK(md_kernels_cpu_new(&packed_options, &packed, &err) == MD_OK);
+  CHECK(md_kernels_cpu_new(&dense_options, &dense, &err) == MD_OK);
+  float gamma[COLS], x[2 * COLS];
+  for (int c = 0; c < COLS; c++) gamma[c] = 1.0f, x[c] = x[COLS + c] = c < 2 ? 1.0f : 0.0f;
+  uint16_t *w = calloc((size_t)ROWS * COLS, sizeof *w);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    memset(w, 0, (size_t)ROWS * COLS * sizeof *w);
+    for (int r = 0; r < 4; r++) {
+      w[(cases[i].first_block + r) * COLS] = cases[i].col0[r];
+      w[(cases[i].first_block + r) * COLS + 1] = cases[i].col1[r];
+      w[(cases[i].first_block + r) * COLS + 5] = one; /* nonzero, times x's 0 */
+    }
+    int64_t got[2][2], alone[2], want_dense[2];
+    md_kernels *ks[2] = {packed, dense};
+    for (int kk = 0; kk < 2; kk++) {
+      md_kernels *k = ks[kk];
+      md_tensor wt, gt;
+      md_kweight *head = weight(k, &wt, w, MD_DTYPE_BF16, ROWS, COLS);
+      md_kweight *norm = weight(k, &gt, gamma, MD_DTYPE_F32, 0, COLS);
+      CHECK(md_kweight_cpu_packed_rows(head) == (kk ? 0 : 4));
+      md_kbuf *xb = upload(k, x, 2 * COLS), *logits = empty(k, 2 * ROWS);
+      CHECK(k->ops->greedy_rows(k, &alone[kk], logits, xb, 1, norm, head, 1e-6f, &err) == MD_OK);
+      CHECK(k->ops->greedy_rows(k, got[kk], logits, xb, 2, norm, head, 1e-6f, &err) == MD_OK);
+      if (kk) {
+        dense->ops->logits_rows(dense, logits, xb, 2, norm, head, 1e-6f);
+        float *all = download(dense, logits, 2 * ROWS);
+        for (int b = 0; b < 2; b++)
+          want_dense[b] = (int64_t)md_cpu_argmax(MD_CPU_ISA_PORTABLE, all + b * ROWS, ROWS);
+        free(all);
+      }
+      k->ops->buf_free(k, xb);
+      k->ops->buf_free(k, logits);
+      k->ops->weight_free(k, head);
+      k->ops->weight_free(k, norm);
+    }
+    CHECK_MSG(alone[0] == cases[i].want && alone[1] == cases[i].want,
+              "%s, %s, one row: packed %lld, dense %lld, want %lld",
+              md_cpu_isa_name(md_cpu_isa_of(path)), cases[i].what, (long long)alone[0],
+              (long long)alone[1], (long long)cases[i].want);
+    for (int b = 0; b < 2; b++)
+      CHECK_MSG(want_dense[b] == cases[i].want && got[0][b] == cases[i].want &&
+                    got[1][b] == cases[i].want,
+                "%s, %s, row %d: packed %lld, dense %lld, the logits' argmax %lld, want %lld",
+                md_cpu_isa_name(md_cpu_isa_of(path)), cases[i].what, b, (long long)got[0][b],
+                (long long)got[1][b], (long long)want_dense[b], (long long)cases[i].want);
+  }
+  /* logits too short for the rows: refused */
+  md_tensor wt, gt;
+  md_kweight *head = weight(packed, &wt, w, MD_DTYPE_BF16, ROWS, COLS);
+  md_kweight *norm = weight(packed, &gt, gamma, MD_DTYPE_F32, 0, COLS);
+  md_kbuf *xb = upload(packed, x, 2 * COLS), *logits = empty(packed, ROWS);
+  int64_t index[2];
+  CHECK(packed->ops->greedy_rows(packed, index, logits, xb, 2, norm, head, 1e-6f, &err) ==
+        MD_E_INVALID);
+  packed->ops->buf_free(packed, xb);
+  packed->ops->buf_free(packed, logits);
+  packed->ops->weight_free(packed, head);
+  packed->ops->weight_free(packed, norm);
   free(w);
   md_kernels_free(packed);
   md_kernels_free(dense);
@@ -1347,6 +1453,7 @@ int main(void) {
     test_prefill_products(isa);
     test_backend(paths[i]);
     test_packed_logits(paths[i], false);
+    test_packed_greedy(paths[i]);
   }
   test_backend(MD_CPU_KERNELS_BEST);
   if (facts.avx512_bf16) { /* --bf16-gemm's attention: P V in bf16, weights float32 */
