@@ -32,8 +32,12 @@ def expect(what, got, want_rc, want_text):
 expect('the tree follows the table', run(root), 0, '')
 
 
+# Every tree made below lives in one scratch folder, removed at the end.
+scratch = tempfile.TemporaryDirectory(prefix='layers-')
+
+
 def tree(files):
-    d = tempfile.mkdtemp(prefix='layers-')
+    d = tempfile.mkdtemp(dir=scratch.name)
     for path, text in files.items():
         full = os.path.join(d, path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
@@ -106,6 +110,7 @@ expect('a missing header fails', run(tree({**base, 'runtime/p.c': '#include "bas
        1, 'runtime/p.c:1: #include "base/nope.h": no such header')
 expect('the build fails too: no stamp is written',
        run(tree({**base, 'base/error.c': '#include "calib/cli.h"\n', 'calib/cli.h': ''}),
-           ['--stamp', os.path.join(tempfile.mkdtemp(), 'stamp.h')]),
+           ['--stamp', os.path.join(tempfile.mkdtemp(dir=scratch.name), 'stamp.h')]),
        1, 'layer base does not build on calib')
+scratch.cleanup()
 sys.exit(1 if failures else 0)
