@@ -609,6 +609,42 @@ static md_status cuda_argmax(md_kernels *k, const md_kbuf *v, size_t n, int64_t 
   return status;
 }
 
+/* greedy_rows: logits_rows, then every row's first largest in one launch
+ * (argmax's choice) and one copy of the n tokens, instead of a launch, a
+ * copy and a wait per row. */
+static md_status cuda_greedy_rows(md_kernels *k, int64_t *index, md_kbuf *logits,
+                                  const md_kbuf *x, int64_t n, const md_kweight *norm,
+                                  const md_kweight *lm_head, float eps, md_error *err) {
+  md_cuda_kernels *c = md_cuda_of(k);
+  size_t vocab = (size_t)lm_head->rows;
+  if (n < 1 || (size_t)n * vocab > logits->n)
+    return md_fail(err, MD_E_INVALID, "cuda kernels: greedy tokens of %lld rows of %zu logits in "
+                   "%zu floats", (long long)n, vocab, logits->n);
+  md_cuda_op_logits_rows(k, logits, x, n, norm, lm_head, eps);
+  size_t bytes = (size_t)n * sizeof(int64_t);
+  if (md_cuda_enter(c)) {
+    int64_t *device = md_cuda_scratch_get(c, &c->greedy, bytes, "greedy tokens");
+    if (device && c->greedy_host_n < (size_t)n) {
+      /* the queued work may still write the old copy: wait before freeing it */
+      if (c->greedy_host && CHECK(c, cudaStreamSynchronize(c->ctx.stream)))
+        CHECK(c, cudaFreeHost(c->greedy_host));
+      c->greedy_host = NULL;
+      c->greedy_host_n = 0;
+      if (c->ctx.status == MD_OK && CHECK(c, cudaMallocHost((void **)&c->greedy_host, bytes)))
+        c->greedy_host_n = (size_t)n;
+    }
+    if (device && c->ctx.status == MD_OK) {
+      md_cuda_argmax_rows(&c->ctx, logits->data, n, (int64_t)vocab, device);
+      if (c->ctx.status == MD_OK)
+        CHECK(c, cudaMemcpyAsync(c->greedy_host, device, bytes, cudaMemcpyDeviceToHost,
+                                 c->ctx.stream));
+    }
+  }
+  md_status status = drain(c, err);
+  if (status == MD_OK) memcpy(index, c->greedy_host, bytes);
+  return status;
+}
+
 static md_status cuda_sync(md_kernels *k, md_error *err) {
   md_cuda_kernels *c = md_cuda_of(k);
   md_cuda_flush_log(c);
@@ -628,8 +664,9 @@ static void cuda_destroy(md_kernels *k) {
     if (c->slots[i].ready) cudaEventDestroy(c->slots[i].ready);
     if (c->slots[i].done) cudaEventDestroy(c->slots[i].done);
   }
-  md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles, &c->attn,    &c->hook_rows,
-                                &c->tokens,   &c->compact,   &c->compact_rows, &c->norm_rows};
+  md_cuda_scratch *scratch[] = {&c->half_act, &c->f32_tiles,    &c->attn,      &c->hook_rows,
+                                &c->tokens,   &c->compact,      &c->compact_rows, &c->norm_rows,
+                                &c->greedy};
   for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) scratch_free(scratch[i]);
   while (c->uploads) { /* weights the caller did not free */
     md_cuda_upload *next = c->uploads->next;
@@ -647,6 +684,7 @@ static void cuda_destroy(md_kernels *k) {
   if (c->argmax_blocks.block_index) cudaFree(c->argmax_blocks.block_index);
   if (c->argmax_blocks.done) cudaFree(c->argmax_blocks.done);
   if (c->argmax_host) cudaFreeHost(c->argmax_host);
+  if (c->greedy_host) cudaFreeHost(c->greedy_host);
   md_cuda_graphs_free(c);
   if (c->blas) cublasDestroy(c->blas);
   if (c->copy_stream) cudaStreamDestroy(c->copy_stream);
@@ -686,6 +724,7 @@ static const md_kernel_ops cuda_ops = {
   .add = cuda_add,
   .logits = cuda_logits,
   .argmax = cuda_argmax,
+  .greedy_rows = cuda_greedy_rows,
   .sync = cuda_sync,
   .step_begin = md_cuda_step_begin,
   .step_end = md_cuda_step_end,

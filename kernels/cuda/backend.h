@@ -137,6 +137,9 @@ typedef struct md_cuda_kernels {
   int64_t *argmax_index;      /* device */
   md_cuda_argmax_scratch argmax_blocks; /* device: the blocks' winners */
   int64_t *argmax_host;       /* pinned */
+  md_cuda_scratch greedy;     /* greedy_rows: each row's token (device) */
+  int64_t *greedy_host;       /* pinned copy of them */
+  size_t greedy_host_n;
   /* recorded decode steps (graph.c) */
   bool graphs;                /* record and replay decode steps */
   bool logging;               /* between step_begin and step_end: ops are logged */

@@ -117,6 +117,10 @@ typedef struct md_cuda_argmax_scratch {
 /* *index (device memory) = the first index of the largest of v[0 .. n-1]. */
 void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int64_t *index,
                     const md_cuda_argmax_scratch *s);
+/* index[r] (device memory) = the first index of the largest of row r of
+ * v [rows, cols], r < rows: argmax's choice for each row, one launch. */
+void md_cuda_argmax_rows(md_cuda_ctx *ctx, const float *v, int64_t rows, int64_t cols,
+                         int64_t *index);
 
 /* ---- gemv.cu -------------------------------------------------------------- */
 

@@ -138,23 +138,26 @@ __device__ __forceinline__ bool beats(float bv, int64_t bi, float av, int64_t ai
   return bv > av || (bv == av && bi < ai);
 }
 
-// Each block finds the first largest of a grid-stride share of v (a
-// thread's indices increase, so "strictly larger" keeps the first); the
-// last block to finish (a counter, reset by that block) reduces the
-// blocks' winners. Whichever order blocks finish in, "beats" picks the
-// same index.
-__global__ void argmax_kernel(const float *v, int64_t n, int64_t *index, md_cuda_argmax_scratch s) {
-  __shared__ float best_v[32];
-  __shared__ int64_t best_i[32];
-  __shared__ bool last;
-  float bv = -INFINITY;
-  int64_t bi = INT64_MAX;  // loses every tie against a real element
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
+// A thread's first largest of v[i] for i = begin, begin + stride, ... < n
+// (its indices increase, so "strictly larger" keeps the first); INT64_MAX
+// as the index when it has none, which loses every tie.
+__device__ __forceinline__ void thread_first_max(const float *v, int64_t begin, int64_t n,
+                                                 int64_t stride, float &bv, int64_t &bi) {
+  bv = -INFINITY;
+  bi = INT64_MAX;
+  for (int64_t i = begin; i < n; i += stride)
     if (bi == INT64_MAX || v[i] > bv) {
       bv = v[i];
       bi = i;
     }
+}
+
+// The block's winner of its threads' (bv, bi) by "beats": the warps by
+// shuffles, then thread 0 over the warps' winners; thread 0 holds it after.
+// Every thread of the block calls it.
+__device__ void block_first_max(float &bv, int64_t &bi) {
+  __shared__ float best_v[32];
+  __shared__ int64_t best_i[32];
   for (int offset = 16; offset > 0; offset >>= 1) {
     float ov = __shfl_xor_sync(kFullMask, bv, offset);
     int64_t oi = __shfl_xor_sync(kFullMask, bi, offset);
@@ -176,6 +179,21 @@ __global__ void argmax_kernel(const float *v, int64_t n, int64_t *index, md_cuda
         bv = best_v[w];
         bi = best_i[w];
       }
+  }
+}
+
+// Each block finds the first largest of a grid-stride share of v; the
+// last block to finish (a counter, reset by that block) reduces the
+// blocks' winners. Whichever order blocks finish in, "beats" picks the
+// same index.
+__global__ void argmax_kernel(const float *v, int64_t n, int64_t *index, md_cuda_argmax_scratch s) {
+  __shared__ bool last;
+  float bv;
+  int64_t bi;
+  thread_first_max(v, blockIdx.x * (int64_t)blockDim.x + threadIdx.x, n,
+                   (int64_t)gridDim.x * blockDim.x, bv, bi);
+  block_first_max(bv, bi);
+  if (threadIdx.x == 0) {
     s.block_value[blockIdx.x] = bv;
     s.block_index[blockIdx.x] = bi;
     __threadfence();  // the winner is visible before the count says so
@@ -196,6 +214,19 @@ __global__ void argmax_kernel(const float *v, int64_t n, int64_t *index, md_cuda
   }
   *index = bi;
   *s.done = 0;
+}
+
+// index[r] = the first largest of row r of v [rows, cols]: a block a row
+// (blockIdx.x + k * gridDim.x), the same choice as argmax_kernel's.
+__global__ void argmax_rows_kernel(const float *v, int64_t rows, int64_t cols, int64_t *index) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float bv;
+    int64_t bi;
+    thread_first_max(v + r * cols, threadIdx.x, cols, blockDim.x, bv, bi);
+    block_first_max(bv, bi);
+    if (threadIdx.x == 0) index[r] = bi;
+    __syncthreads();  // block_first_max's shared winners are reused by the next row
+  }
 }
 
 }  // namespace md_cuda
@@ -285,4 +316,11 @@ extern "C" void md_cuda_argmax(md_cuda_ctx *ctx, const float *v, int64_t n, int6
   int64_t blocks = (n + 4095) / 4096;  // at least 4 elements a thread
   if (blocks > MD_CUDA_ARGMAX_BLOCKS) blocks = MD_CUDA_ARGMAX_BLOCKS;
   MD_LAUNCH(ctx, argmax_kernel, dim3((unsigned)blocks), 1024, 0, v, n, index, *s);
+}
+
+extern "C" void md_cuda_argmax_rows(md_cuda_ctx *ctx, const float *v, int64_t rows, int64_t cols,
+                                    int64_t *index) {
+  if (rows <= 0 || cols <= 0) return;
+  unsigned blocks = rows < 65536 ? (unsigned)rows : 65536u;
+  MD_LAUNCH(ctx, argmax_rows_kernel, dim3(blocks), 1024, 0, v, rows, cols, index);
 }

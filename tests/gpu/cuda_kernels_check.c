@@ -501,6 +501,57 @@ static void check_argmax(md_kernels *cuda) {
   free(v);
 }
 
+/* greedy_rows: each row's first largest logit, one launch for all rows,
+ * on a head where the answer is known. Row r of x is one-hot at column
+ * c = r % 16 (normalised: 4 there); the head's random entries lie in
+ * [-1, 1] and column c holds 2 at two rows t1(c) < t2(c), so row r's
+ * largest logit, 8, ties at t1 and t2 and the first wins: t2 is the same
+ * thread's next element (t1 + 1024) or a neighbour's (t1 + 5), the last
+ * column's pair ends the vocabulary. Also the logits' own argmax, 1 to 40
+ * rows, and a logits buffer too short refused. */
+static void check_greedy_rows(md_kernels *cuda) {
+  enum { VOCAB = 5000, DIM = 16, MOST = 40 };
+  float *wv = gpu_random_floats((size_t)VOCAB * DIM, -1.0f, 1.0f), gamma[DIM], *x = calloc((size_t)MOST * DIM, sizeof(float));
+  int64_t first[DIM];
+  for (int c = 0; c < DIM; c++) {
+    int64_t t1 = c == DIM - 1 ? VOCAB - 2 : 100 + 290 * c, t2 = c == DIM - 1 ? VOCAB - 1 : t1 + (c % 2 ? 5 : 1024);
+    wv[t1 * DIM + c] = wv[t2 * DIM + c] = 2.0f;
+    first[c] = t1;
+    gamma[c] = 1.0f;
+  }
+  for (int r = 0; r < MOST; r++) x[r * DIM + r % DIM] = 1.0f;
+  md_tensor wt, gt;
+  md_kweight *w = gpu_weight(cuda, &wt, wv, MD_DTYPE_F32, VOCAB, DIM);
+  md_kweight *g = gpu_weight(cuda, &gt, gamma, MD_DTYPE_F32, 0, DIM);
+  md_kbuf *xb = gpu_upload(cuda, x, (size_t)MOST * DIM), *logits = gpu_upload(cuda, NULL, (size_t)MOST * VOCAB);
+  md_error err;
+  const int64_t counts[] = {1, 3, 11, MOST};
+  for (size_t ni = 0; ni < sizeof counts / sizeof counts[0]; ni++) {
+    const int64_t n = counts[ni];
+    int64_t index[MOST];
+    bool right = cuda->ops->greedy_rows(cuda, index, logits, xb, n, g, w, 1e-6f, &err) == MD_OK;
+    for (int64_t r = 0; r < n && right; r++) right = index[r] == first[r % DIM];
+    cuda->ops->logits_rows(cuda, logits, xb, n, g, w, 1e-6f);
+    for (int64_t r = 0; r < n && right; r++) {
+      md_kbuf *view = NULL;
+      int64_t want = -1;
+      right = cuda->ops->buf_view(cuda, logits, (size_t)(r * VOCAB), VOCAB, &view, &err) == MD_OK &&
+              cuda->ops->argmax(cuda, view, VOCAB, &want, &err) == MD_OK && want == index[r];
+      if (view) cuda->ops->buf_free(cuda, view);
+    }
+    gpu_expect(right, "greedy_rows, %lld rows: each row's first largest logit, as argmax", (long long)n);
+  }
+  int64_t index[MOST];
+  gpu_expect(cuda->ops->greedy_rows(cuda, index, logits, xb, MOST + 1, g, w, 1e-6f, &err) == MD_E_INVALID,
+             "greedy_rows beyond the logits buffer is refused");
+  cuda->ops->buf_free(cuda, xb);
+  cuda->ops->buf_free(cuda, logits);
+  cuda->ops->weight_free(cuda, w);
+  cuda->ops->weight_free(cuda, g);
+  free(wv);
+  free(x);
+}
+
 /* ---- attention ------------------------------------------------------------------------ */
 
 typedef struct attn_config {
@@ -795,6 +846,7 @@ int main(int argc, char **argv) {
   check_swiglu_add(cpu, cuda[0]);
   check_kv_store(cpu, cuda[0]);
   check_argmax(cuda[0]);
+  check_greedy_rows(cuda[0]);
   check_f16_overflow(cuda[0]);
   check_products(cpu, cuda);
   check_rows_products(cuda[0]);
