@@ -153,6 +153,7 @@ static void cuda_buf_free(md_kernels *k, md_kbuf *buf) {
       CHECK(c, cudaEventSynchronize(c->slots[i].done));
       c->slots[i].buf = NULL; /* the read still completes into dst at finish */
     }
+  md_cuda_graphs_forget_uses(c, buf, NULL);
   if (buf->owner) { /* a view: the memory is its owner's */
     free(buf);
     return;
@@ -369,6 +370,7 @@ static void cuda_weight_free(md_kernels *k, md_kweight *w) {
   md_cuda_kernels *c = md_cuda_of(k);
   if (!w) return;
   md_cuda_flush_log(c);
+  md_cuda_graphs_forget_uses(c, NULL, w);
   CHECK(c, cudaStreamSynchronize(c->ctx.stream));
   if (!w->upload) {
     cudaFree((void *)w->data);

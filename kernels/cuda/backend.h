@@ -214,6 +214,12 @@ void md_cuda_graphs_free(md_cuda_kernels *c);
  * scratch and tables it ran with, so when one of them moves (it grew) the
  * recordings are stale. */
 void md_cuda_graphs_forget(md_cuda_kernels *c);
+/* Drops the recorded steps that name buf or w (either may be NULL), which
+ * are being freed: steps are found by comparing logs, which name buffers
+ * and weights by their host addresses, so a buffer or weight allocated
+ * later at the same address would replay a recording that reads and
+ * writes the freed one's device memory. */
+void md_cuda_graphs_forget_uses(md_cuda_kernels *c, const md_kbuf *buf, const md_kweight *w);
 /* Runs a step's logged operations now (no recording): what buffer reads
  * and writes, synchronisation and memory management do when called inside
  * a step, so that they see the operations queued before them. */

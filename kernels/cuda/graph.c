@@ -23,7 +23,10 @@
  * overlapped reads are guarded before a launch, since neither may happen
  * inside a graph. When scratch memory or the RoPE table is reallocated (it
  * grew, e.g. for a later prefill chunk) the recordings, which hold its old
- * address, are dropped and recorded again. kv_compact is never logged. */
+ * address, are dropped and recorded again; so are those that name a buffer
+ * or weight when it is freed, since a log names them by their host
+ * addresses, which a later allocation may reuse. kv_compact is never
+ * logged. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,6 +258,25 @@ void md_cuda_flush_log(md_cuda_kernels *c) {
 
 void md_cuda_graphs_forget(md_cuda_kernels *c) {
   for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) graph_release(&c->graph_cache[i]);
+}
+
+/* Whether op reads or writes buf or w. */
+static bool op_names(const md_cuda_op *op, const md_kbuf *buf, const md_kweight *w) {
+  if (buf && (op->out == buf || op->out2 == buf || op->in == buf || op->in2 == buf ||
+              op->capture.received == buf))
+    return true;
+  return w && (op->w == w || op->w2 == w);
+}
+
+void md_cuda_graphs_forget_uses(md_cuda_kernels *c, const md_kbuf *buf, const md_kweight *w) {
+  for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) {
+    md_cuda_graph *g = &c->graph_cache[i];
+    for (size_t j = 0; g->exec && j < g->n_ops; j++)
+      if (op_names(&g->ops[j], buf, w)) {
+        graph_release(g);
+        break;
+      }
+  }
 }
 
 void md_cuda_graphs_free(md_cuda_kernels *c) {
