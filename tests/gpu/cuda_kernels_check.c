@@ -552,6 +552,91 @@ static void check_greedy_rows(md_kernels *cuda) {
   free(x);
 }
 
+/* Whether a recorded decode step of k names p (a buffer or a weight). */
+static bool recorded_names(md_kernels *k, const void *p) {
+  const md_cuda_kernels *c = md_cuda_of(k);
+  for (int i = 0; i < MD_CUDA_GRAPH_CACHE; i++) {
+    const md_cuda_graph *g = &c->graph_cache[i];
+    for (size_t j = 0; g->exec && j < g->n_ops; j++) {
+      const md_cuda_op *op = &g->ops[j];
+      if ((const void *)op->out == p || (const void *)op->out2 == p || (const void *)op->in == p ||
+          (const void *)op->in2 == p || (const void *)op->w == p || (const void *)op->w2 == p ||
+          (const void *)op->capture.received == p)
+        return true;
+    }
+  }
+  return false;
+}
+
+/* Freeing a buffer or a weight drops the recorded steps that name it: a
+ * step is found by comparing logs, which name buffers and weights by their
+ * host addresses, and a later allocation at a freed one's address would
+ * otherwise replay a recording into the freed device memory (graph.c). A
+ * one-token step (embed, rmsnorm) is recorded, then its output buffer and
+ * its norm weight are freed in turn; a step with new ones is recorded
+ * again and computes what the launched operations compute. */
+static void check_graphs_forget_freed(md_kernels *cpu) {
+  enum { VOCAB = 8, DIM = 16 };
+  md_cuda_options options = {.device = device, .gemm = MD_CUDA_GEMM_FAST};
+  md_kernels *k = NULL;
+  md_error err;
+  if (md_kernels_cuda_new(&options, &k, &err) != MD_OK) gpu_die("md_kernels_cuda_new", &err);
+  float *table = gpu_random_floats(VOCAB * DIM, -1.0f, 1.0f), *gamma = gpu_random_floats(DIM, 0.5f, 1.5f);
+  md_tensor tt, gt, gt2;
+  md_kweight *e = gpu_weight(k, &tt, table, MD_DTYPE_F32, VOCAB, DIM);
+  md_kweight *g = gpu_weight(k, &gt, gamma, MD_DTYPE_F32, 0, DIM);
+  md_kbuf *x = gpu_upload(k, NULL, DIM), *y = gpu_upload(k, NULL, DIM);
+  const int32_t token = 5;
+  k->ops->step_begin(k, 3, 3);
+  k->ops->embed(k, x, e, &token, 1);
+  k->ops->rmsnorm(k, y, x, g, 1, 1e-6f);
+  k->ops->step_end(k);
+  gpu_expect(k->ops->sync(k, &err) == MD_OK && recorded_names(k, y) && recorded_names(k, g),
+             "graphs: a one-token step is recorded, naming its buffers and weights");
+  k->ops->buf_free(k, y);
+  gpu_expect(!recorded_names(k, y) && !recorded_names(k, x),
+             "graphs: freeing a buffer drops the recorded steps that name it");
+  y = gpu_upload(k, NULL, DIM);
+  k->ops->step_begin(k, 4, 4);
+  k->ops->embed(k, x, e, &token, 1);
+  k->ops->rmsnorm(k, y, x, g, 1, 1e-6f);
+  k->ops->step_end(k);
+  gpu_expect(k->ops->sync(k, &err) == MD_OK && recorded_names(k, g), "graphs: the step is recorded again");
+  k->ops->weight_free(k, g);
+  gpu_expect(!recorded_names(k, g) && !recorded_names(k, y),
+             "graphs: freeing a weight drops the recorded steps that name it");
+  for (int c = 0; c < DIM; c++) gamma[c] *= 2.0f;
+  g = gpu_weight(k, &gt2, gamma, MD_DTYPE_F32, 0, DIM);
+  k->ops->step_begin(k, 5, 5);
+  k->ops->embed(k, x, e, &token, 1);
+  k->ops->rmsnorm(k, y, x, g, 1, 1e-6f);
+  k->ops->step_end(k);
+  float *got = gpu_download(k, y, DIM);
+  md_tensor ct, cg;
+  md_kweight *ce = gpu_weight(cpu, &ct, table, MD_DTYPE_F32, VOCAB, DIM);
+  md_kweight *cgw = gpu_weight(cpu, &cg, gamma, MD_DTYPE_F32, 0, DIM);
+  md_kbuf *cx = gpu_upload(cpu, NULL, DIM), *cy = gpu_upload(cpu, NULL, DIM);
+  cpu->ops->embed(cpu, cx, ce, &token, 1);
+  cpu->ops->rmsnorm(cpu, cy, cx, cgw, 1, 1e-6f);
+  float *want = gpu_download(cpu, cy, DIM);
+  double worst = 0;
+  for (int c = 0; c < DIM; c++) worst = fmax(worst, fabs((double)got[c] - want[c]));
+  gpu_expect(worst <= 1e-6, "graphs: a step recorded with the new weight computes with it (max error %.2g)", worst);
+  free(got);
+  free(want);
+  cpu->ops->buf_free(cpu, cx);
+  cpu->ops->buf_free(cpu, cy);
+  cpu->ops->weight_free(cpu, ce);
+  cpu->ops->weight_free(cpu, cgw);
+  k->ops->buf_free(k, x);
+  k->ops->buf_free(k, y);
+  k->ops->weight_free(k, e);
+  k->ops->weight_free(k, g);
+  free(table);
+  free(gamma);
+  md_kernels_free(k);
+}
+
 /* ---- attention ------------------------------------------------------------------------ */
 
 typedef struct attn_config {
@@ -847,6 +932,7 @@ int main(int argc, char **argv) {
   check_kv_store(cpu, cuda[0]);
   check_argmax(cuda[0]);
   check_greedy_rows(cuda[0]);
+  check_graphs_forget_freed(cpu);
   check_f16_overflow(cuda[0]);
   check_products(cpu, cuda);
   check_rows_products(cuda[0]);
