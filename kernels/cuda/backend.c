@@ -627,11 +627,13 @@ static md_status cuda_greedy_rows(md_kernels *k, int64_t *index, md_kbuf *logits
   if (md_cuda_enter(c)) {
     int64_t *device = md_cuda_scratch_get(c, &c->greedy, bytes, "greedy tokens");
     if (device && c->greedy_host_n < (size_t)n) {
-      /* the queued work may still write the old copy: wait before freeing it */
-      if (c->greedy_host && CHECK(c, cudaStreamSynchronize(c->ctx.stream)))
+      /* the queued work may still write the old copy: wait before freeing it
+       * (after a failed wait it stays, for cuda_destroy) */
+      if (c->greedy_host && CHECK(c, cudaStreamSynchronize(c->ctx.stream))) {
         CHECK(c, cudaFreeHost(c->greedy_host));
-      c->greedy_host = NULL;
-      c->greedy_host_n = 0;
+        c->greedy_host = NULL;
+        c->greedy_host_n = 0;
+      }
       if (c->ctx.status == MD_OK && CHECK(c, cudaMallocHost((void **)&c->greedy_host, bytes)))
         c->greedy_host_n = (size_t)n;
     }
