@@ -180,6 +180,87 @@ MD_DEFINE_MATVEC_AVX2(matvec_f32_avx2, float, load8_f32, MD_IDENTITY)
 MD_DEFINE_MATVEC_AVX2(matvec_f16_avx2, uint16_t, load8_f16, f16_to_f32)
 MD_DEFINE_MATVEC_AVX2(matvec_bf16_avx2, uint16_t, load8_bf16, bf16_to_f32)
 
+/* One weight row of a four-row group against the vectors at xv (+ j *
+ * cols) into yv (+ j * y_stride): for each vector the one-vector kernel's
+ * two chains over sixteen columns (a: the low eight, b: the high eight),
+ * its sum and its tail, so each (row, vector) gets that kernel's bits;
+ * ROW4 widens the row's weights once for four vectors (named accumulators:
+ * an array of them is not kept in registers), ROW1 is one vector. */
+#define MD_MATVEC_AVX2_ROW_TAIL(CONVERT, j, acc_a, acc_b)                                 \
+  do {                                                                                  \
+    float sum = hsum8(_mm256_add_ps(acc_a, acc_b));                                     \
+    for (int64_t c = c16; c < cols; c++) sum += CONVERT(wr[c]) * xv[(j) * cols + c];    \
+    yv[(j) * y_stride] = sum + (bias ? bias[r] : 0.0f);                                 \
+  } while (0)
+
+#define MD_MATVEC_AVX2_ROW4(TYPE, LOAD8, CONVERT)                                         \
+  do {                                                                                  \
+    const float *x0 = xv, *x1 = xv + cols, *x2 = xv + 2 * cols, *x3 = xv + 3 * cols;    \
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;                         \
+    __m256 a2 = a0, b2 = a0, a3 = a0, b3 = a0;                                          \
+    for (int64_t c = 0; c < c16; c += 16) {                                             \
+      MATVEC_PREFETCH(TYPE, wr, c);                                                     \
+      __m256 wl = LOAD8(wr + c), wh = LOAD8(wr + c + 8);                                \
+      a0 = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x0 + c), a0);                            \
+      b0 = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x0 + c + 8), b0);                        \
+      a1 = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x1 + c), a1);                            \
+      b1 = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x1 + c + 8), b1);                        \
+      a2 = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x2 + c), a2);                            \
+      b2 = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x2 + c + 8), b2);                        \
+      a3 = _mm256_fmadd_ps(wl, _mm256_loadu_ps(x3 + c), a3);                            \
+      b3 = _mm256_fmadd_ps(wh, _mm256_loadu_ps(x3 + c + 8), b3);                        \
+    }                                                                                   \
+    MD_MATVEC_AVX2_ROW_TAIL(CONVERT, 0, a0, b0);                                        \
+    MD_MATVEC_AVX2_ROW_TAIL(CONVERT, 1, a1, b1);                                        \
+    MD_MATVEC_AVX2_ROW_TAIL(CONVERT, 2, a2, b2);                                        \
+    MD_MATVEC_AVX2_ROW_TAIL(CONVERT, 3, a3, b3);                                        \
+  } while (0)
+
+#define MD_MATVEC_AVX2_ROW1(TYPE, LOAD8, CONVERT)                                         \
+  do {                                                                                  \
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0;                                           \
+    for (int64_t c = 0; c < c16; c += 16) {                                             \
+      a0 = _mm256_fmadd_ps(LOAD8(wr + c), _mm256_loadu_ps(xv + c), a0);                 \
+      b0 = _mm256_fmadd_ps(LOAD8(wr + c + 8), _mm256_loadu_ps(xv + c + 8), b0);         \
+    }                                                                                   \
+    MD_MATVEC_AVX2_ROW_TAIL(CONVERT, 0, a0, b0);                                        \
+  } while (0)
+
+/* The kernel NAME for nx vectors x + j * cols into y + j * y_stride (j <
+ * nx), rows [r0, r1), with its bits for every (row, vector) (a batched
+ * decode step, md_cpu_matvec_rows): the rows of its four-row groups (the
+ * first 4 * ((r1 - r0) / 4)) by MD_MATVEC_AVX2_ROW4, four vectors at a
+ * time, and its last (r1 - r0) % 4 rows by its one-chain NAME##_row. */
+#define MD_DEFINE_MATVEC_ROWS_AVX2(ROWS_NAME, NAME, TYPE, LOAD8, CONVERT)               \
+  MD_AVX2 static void ROWS_NAME(float *y, int64_t y_stride, const TYPE *w, const float *x, \
+                                int64_t nx, int64_t r0, int64_t r1, int64_t cols,         \
+                                const float *bias) {                                      \
+    int64_t c16 = cols & ~(int64_t)15, grouped = r0 + 4 * ((r1 - r0) / 4);               \
+    for (int64_t r = r0; r < grouped; r++) {                                             \
+      const TYPE *wr = w + r * cols;                                                     \
+      int64_t j0 = 0;                                                                    \
+      for (; j0 + 4 <= nx; j0 += 4) {                                                    \
+        const float *xv = x + j0 * cols;                                                 \
+        float *yv = y + j0 * y_stride + r;                                               \
+        MD_MATVEC_AVX2_ROW4(TYPE, LOAD8, CONVERT);                                       \
+      }                                                                                  \
+      for (; j0 < nx; j0++) {                                                            \
+        const float *xv = x + j0 * cols;                                                 \
+        float *yv = y + j0 * y_stride + r;                                               \
+        MD_MATVEC_AVX2_ROW1(TYPE, LOAD8, CONVERT);                                       \
+      }                                                                                  \
+    }                                                                                    \
+    for (int64_t r = grouped; r < r1; r++)                                               \
+      for (int64_t j = 0; j < nx; j++)                                                   \
+        y[j * y_stride + r] = NAME##_row(w + r * cols, x + j * cols, cols) +             \
+                              (bias ? bias[r] : 0.0f);                                   \
+  }
+
+MD_DEFINE_MATVEC_ROWS_AVX2(matvec_rows_f32_avx2, matvec_f32_avx2, float, load8_f32, MD_IDENTITY)
+MD_DEFINE_MATVEC_ROWS_AVX2(matvec_rows_f16_avx2, matvec_f16_avx2, uint16_t, load8_f16, f16_to_f32)
+MD_DEFINE_MATVEC_ROWS_AVX2(matvec_rows_bf16_avx2, matvec_bf16_avx2, uint16_t, load8_bf16,
+                           bf16_to_f32)
+
 MD_AVX2 static void rows_to_f32_avx2(float *dst, const uint16_t *src, size_t count, md_dtype dtype) {
   size_t i = 0;
   if (dtype == MD_DTYPE_BF16)
@@ -323,8 +404,8 @@ typedef void (*matvec_rows_fn)(float *, int64_t, const void *, const float *, in
                                int64_t, int64_t, const float *);
 
 /* The kernel that runs several vectors through a row at once where the
- * path has one (AVX-512), else NULL (the one-vector kernel, vector by
- * vector). */
+ * path has one (AVX-512, AVX2), else NULL (the one-vector kernel, vector
+ * by vector). */
 static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
 #if defined(__x86_64__)
   if (isa == MD_CPU_ISA_AVX512) {
@@ -332,6 +413,15 @@ static matvec_rows_fn pick_matvec_rows(md_cpu_isa isa, md_dtype dtype) {
     case MD_DTYPE_F32: return (matvec_rows_fn)md_avx512_matvec_rows_f32;
     case MD_DTYPE_F16: return (matvec_rows_fn)md_avx512_matvec_rows_f16;
     case MD_DTYPE_BF16: return (matvec_rows_fn)md_avx512_matvec_rows_bf16;
+    }
+  }
+#endif
+#if MD_HAVE_X86
+  if (isa == MD_CPU_ISA_AVX2) {
+    switch (dtype) {
+    case MD_DTYPE_F32: return (matvec_rows_fn)matvec_rows_f32_avx2;
+    case MD_DTYPE_F16: return (matvec_rows_fn)matvec_rows_f16_avx2;
+    case MD_DTYPE_BF16: return (matvec_rows_fn)matvec_rows_bf16_avx2;
     }
   }
 #endif
