@@ -868,10 +868,10 @@ static int64_t packed_argmax(const cpu_kernels *c, float *row, const md_kweight 
   return packed_row < zero_row ? packed_row : zero_row;
 }
 
-/* c->row_scratch rows 0 .. n-1 = rmsnorm of x's rows 0 .. n-1 (rmsnorm_row,
- * as cpu_logits); false (recorded) when the scratch cannot grow. */
-static bool norm_rows(cpu_kernels *c, const md_kbuf *x, int64_t n, const md_kweight *norm,
-                      float eps) {
+/* c->row_scratch rows 0 .. n-1 = rmsnorm_row of x's rows row0 .. row0 +
+ * n - 1 (the final norm); false (recorded) when the scratch cannot grow. */
+static bool norm_rows(cpu_kernels *c, const md_kbuf *x, int64_t row0, int64_t n,
+                      const md_kweight *norm, float eps) {
   size_t dim = (size_t)norm->cols;
   if (c->row_scratch_n < dim * (size_t)n) {
     float *grown = realloc(c->row_scratch, dim * (size_t)n * sizeof(float));
@@ -883,41 +883,36 @@ static bool norm_rows(cpu_kernels *c, const md_kbuf *x, int64_t n, const md_kwei
     c->row_scratch_n = dim * (size_t)n;
   }
   for (int64_t r = 0; r < n; r++)
-    rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)r * dim, norm->data,
+    rmsnorm_row(c->row_scratch + (size_t)r * dim, x->data + (size_t)(row0 + r) * dim, norm->data,
                 (int64_t)dim, eps);
   return true;
+}
+
+/* logits [n, vocab] = the LM head's whole product with the n normalised
+ * rows in c->row_scratch (md_cpu_matvec_rows: a row gets md_cpu_matvec's
+ * bits). */
+static void whole_logits(cpu_kernels *c, float *logits, const md_kweight *lm_head, int64_t n) {
+  md_cpu_matvec_out out = {.y = logits, .w = lm_head->data, .dtype = lm_head->dtype,
+                           .rows = lm_head->rows};
+  rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
 }
 
 static void cpu_logits(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t row,
                        const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
-  size_t dim = (size_t)norm->cols;
-  if (c->row_scratch_n < dim) {
-    float *grown = realloc(c->row_scratch, dim * sizeof(float));
-    if (!grown) {
-      defer(c, MD_E_NOMEM);
-      return;
-    }
-    c->row_scratch = grown;
-    c->row_scratch_n = dim;
-  }
-  rmsnorm_row(c->row_scratch, x->data + (size_t)row * dim, norm->data, (int64_t)dim, eps);
-  if (logits_packed(c, logits->data, lm_head, c->row_scratch, 1)) return;
-  md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
-                           .rows = lm_head->rows};
-  rows_products(c, &out, 1, lm_head->cols, c->row_scratch, 1);
+  if (!norm_rows(c, x, row, 1, norm, eps)) return;
+  if (!logits_packed(c, logits->data, lm_head, c->row_scratch, 1))
+    whole_logits(c, logits->data, lm_head, 1);
 }
 
-/* The final norm of n rows (rmsnorm_row, as cpu_logits) and the LM head
- * read once for them (md_cpu_matvec_rows: cpu_logits's md_cpu_matvec bits). */
+/* The final norm of n rows (as cpu_logits) and the LM head read once for
+ * them: each row gets cpu_logits's bits. */
 static void cpu_logits_rows(md_kernels *k, md_kbuf *logits, const md_kbuf *x, int64_t n,
                             const md_kweight *norm, const md_kweight *lm_head, float eps) {
   cpu_kernels *c = cpu(k);
-  if (!norm_rows(c, x, n, norm, eps)) return;
-  if (logits_packed(c, logits->data, lm_head, c->row_scratch, n)) return;
-  md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
-                           .rows = lm_head->rows};
-  rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
+  if (!norm_rows(c, x, 0, n, norm, eps)) return;
+  if (!logits_packed(c, logits->data, lm_head, c->row_scratch, n))
+    whole_logits(c, logits->data, lm_head, n);
 }
 
 /* cpu_logits_rows then md_cpu_argmax of each row; a packed head's rows are
@@ -931,13 +926,11 @@ static md_status cpu_greedy_rows(md_kernels *k, int64_t *index, md_kbuf *logits,
   if (n < 1 || (size_t)n * vocab > logits->n)
     return md_fail(err, MD_E_INVALID, "cpu kernels: greedy tokens of %lld rows of %zu logits in "
                    "%zu floats", (long long)n, vocab, logits->n);
-  if (norm_rows(c, x, n, norm, eps)) {
+  if (norm_rows(c, x, 0, n, norm, eps)) {
     if (packed_products(c, lm_head, c->row_scratch, n)) {
       for (int64_t b = 0; b < n; b++) index[b] = packed_argmax(c, logits->data, lm_head, b);
     } else {
-      md_cpu_matvec_out out = {.y = logits->data, .w = lm_head->data, .dtype = lm_head->dtype,
-                               .rows = lm_head->rows};
-      rows_products(c, &out, 1, lm_head->cols, c->row_scratch, n);
+      whole_logits(c, logits->data, lm_head, n);
       for (int64_t b = 0; b < n; b++)
         index[b] = (int64_t)md_cpu_argmax(c->isa, logits->data + (size_t)b * vocab, vocab);
     }
