@@ -11,9 +11,10 @@ transformers 5.x, tokenizers and safetensors; data/models/README.md states
 the recipe, the time it takes and the losses it reached, and the command
 lines of the other checkpoints (--hidden, --layers, --heads, --kv-heads,
 --intermediate, --corpus, --epochs, --steps, --lr, --answer-weight,
---drill-steps, --copy-drills, --out; without options the script makes
-qwen2-tiny as committed). --work DIR keeps the generated corpus and the
-state after the copying phase, and reuses them on the next run.
+--drill-steps, --copy-drills, --code-steps, --out; without options the
+script makes qwen2-tiny as committed). --work DIR keeps the generated
+corpus and the state after the copying phase, and reuses them on the next
+run; it also keeps the two-phase export (DIR/two-phase, for --from).
 --measure-only measures an existing checkpoint (--out) without training.
 
 1. Tokenizer: Qwen2.5's, derived from the Qwen3 files in data/tokenizer/qwen/
@@ -43,8 +44,15 @@ state after the copying phase, and reuses them on the next run.
    drills from the start, did not learn to copy a value out of its
    context; data/models/README.md has the runs). Then the corpus, with drills mixed in
    (--copy-drills), the answer tokens weighted (--answer-weight) and the
-   attention-entropy term. The log reports held-out drills and held-out
-   agent-450 probe answers (teacher forced) every 100 steps.
+   attention-entropy term. Then, from that model as exported (BF16), a
+   code phase (code_curriculum): drills whose values are mostly in the
+   random-character forms of the tool results (locators, pickup codes,
+   event ids), whose BPE pieces are a long tail the corpus barely holds,
+   with corpus batches spread between them (--code-steps, --code-share,
+   --code-lr, --code-corpus; --from DIR starts it from a two-phase export
+   in DIR instead of training the first two phases). The log reports
+   held-out drills and held-out agent-450 probe answers (teacher forced)
+   every 100 steps.
 4. Export in BF16, like the published Qwen2.5 checkpoints, with config.json
    in their published form; then the held-out losses are measured on the
    exported files with transformers.
@@ -75,7 +83,7 @@ import unicodedata
 
 import torch
 import transformers
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import AttentionInterface, AttentionMaskInterface, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -106,7 +114,8 @@ CORPORA = [(450, 2500, 7), (1700, 700, 8)]
 TRAIN = dict(seed=1234, epochs=2, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmup=30,
              weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
              entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=5.0, copy_drills=2000,
-             drill_steps=3000, drill_batch=32, drill_grow=150, drill_facts=16, held_drills=200)
+             drill_steps=3000, drill_batch=32, drill_grow=150, drill_facts=16, held_drills=200,
+             code_steps=1000, code_share=0.75, code_lr=1e-3, code_corpus=500)
 
 
 # ---- tokenizer ------------------------------------------------------------------
@@ -288,15 +297,15 @@ DRILL_QUESTIONS = ["What is the {k}?", "Which {k} was given?", "What {k} does th
                    "Tell me the {k}.", "What {k} did the agent use?"]
 
 
-def copy_drill(encoder, keys, rng, most):
+def copy_drill(encoder, keys, rng, most, value=drill_value):
     """One short sequence that teaches looking a value up by its key phrase
     and copying it: a system message of 1 to `most` facts (keys from the
     corpus's probe key phrases, each once, values drawn, forms from
     DRILL_FACTS), then questions about up to 4 of them with their answers,
     in the ChatML of the episodes' probes. The item has the episodes' form
-    (no continuation)."""
+    (no continuation). `value` draws the values (drill_value)."""
     chosen = rng.sample(keys, rng.randint(max(1, most // 2), most))
-    facts = [(key, drill_value(rng), rng.choice(DRILL_FACTS)) for key in chosen]
+    facts = [(key, value(rng), rng.choice(DRILL_FACTS)) for key in chosen]
     context = "<|im_start|>system\n" + " ".join(
         form.format(k=k, K=k[:1].upper() + k[1:], v=v) for k, v, form in facts) + "<|im_end|>\n"
     ids = encoder.encode(context).ids
@@ -329,6 +338,118 @@ def drill_curriculum(encoder, keys, steps, per_step, grow, seed, most=16):
     keys = sorted(keys)
     return [[copy_drill(encoder, keys, rng, min(most, 1 + step // grow)) for _ in range(per_step)]
             for step in range(steps)]
+
+
+# ---- the code phase ---------------------------------------------------------------
+
+# The random-character forms of the generator's tool results
+# (data/traces/domains.py): booking locators (letters(): 6 of CODE_UPPER),
+# pickup codes (3 of CODE_UPPER, a hyphen, 4 digits) and calendar event ids
+# ("evt_" and 6 of CODE_LOWER).
+CODE_UPPER = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+CODE_LOWER = "abcdefghijkmnopqrstuvwxyz23456789"
+
+
+def code_value(rng):
+    """A value in one of the random-character forms (an event id half the
+    time: its lower-case pieces are the longest tail, 2,567 distinct pieces
+    in 20,000 draws against 990 for the locators and 746 for the pickup
+    codes)."""
+    kind = rng.randrange(4)
+    if kind < 2:
+        return "evt_" + "".join(rng.choice(CODE_LOWER) for _ in range(6))
+    if kind == 2:
+        return "".join(rng.choice(CODE_UPPER) for _ in range(6))
+    return "".join(rng.choice(CODE_UPPER) for _ in range(3)) + f"-{rng.randint(1000, 9999)}"
+
+
+def code_curriculum(encoder, keys, steps, per_step, share, seed, most=16):
+    """The code phase's drills: `steps` batches of `per_step` drills of
+    `most` // 2 to `most` facts whose values are code_value with
+    probability `share`, drill_value otherwise.
+
+    Why: a copied value comes out of the tied LM head, so a model can only
+    copy the BPE pieces whose embedding rows training has made distinct.
+    Random letters cut into a long tail of pieces ("evt_75ubhg" is evt, _,
+    7, 5, ub, hg) that the corpus and the copying drills hold a few times
+    or never; the two-phase model answered every tool_out probe it missed
+    up to the first such piece (data/models/README.md)."""
+    rng = random.Random(seed)
+    keys = sorted(keys)
+
+    def value(r):
+        return code_value(r) if r.random() < share else drill_value(r)
+
+    return [[copy_drill(encoder, keys, rng, min(most, len(keys)), value) for _ in range(per_step)]
+            for _ in range(steps)]
+
+
+def load_export(path, more_ids):
+    """The model of an exported checkpoint (export's files) on a compact
+    vocabulary: the ids whose embedding row is not zero, plus `more_ids`,
+    whose rows start at zero (as in the export: their logits 0). Returns
+    (model, vocab)."""
+    with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                "num_key_value_heads"):
+        if config.get(key) != ARCHITECTURE[key]:
+            raise SystemExit(f"{path}/config.json: {key} is {config.get(key)}, the architecture options say "
+                             f"{ARCHITECTURE[key]}")
+    weights = load_file(os.path.join(path, "model.safetensors"))
+    full = weights.pop("model.embed_tokens.weight").to(torch.float32)
+    vocab = sorted(set(torch.nonzero(full.abs().sum(1) > 0).flatten().tolist()) | set(more_ids))
+    model = Qwen2ForCausalLM(qwen2_config(len(vocab), "sdpa_entropy"))
+    state = {name: tensor.to(torch.float32) for name, tensor in weights.items()}
+    state["model.embed_tokens.weight"] = full[torch.tensor(vocab, dtype=torch.long)]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise SystemExit(f"{path}/model.safetensors: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    model.train()
+    return model, vocab
+
+
+def code_phase(model, vocab_size, drill_batches, corpus_batches, held_out, held_answers, held_drills, log):
+    """The code phase: the drill batches with the corpus batches spread
+    evenly between them (so that what the corpus phase taught is kept: on
+    drills alone the model lost most of the episodes' probes), a
+    fresh AdamW, linear warm-up over `warmup` steps to code_lr, then a
+    cosine to code_lr / 10."""
+    unused = VOCAB_SIZE - vocab_size
+    opt = optimizer(model)
+    rng = random.Random(TRAIN["seed"] + 3)
+    phases, placed = [], 0
+    for k, batch in enumerate(drill_batches):
+        phases.append(("drills", batch))
+        while placed < len(corpus_batches) and (placed + 1) * len(drill_batches) <= (k + 1) * len(corpus_batches):
+            phases.append(("corpus", corpus_batches[placed]))
+            placed += 1
+    total = len(phases)
+    peak = TRAIN["code_lr"]
+    log(f"code phase: {len(drill_batches)} drill batches ({sum(len(b) for b in drill_batches)} drills), "
+        f"{len(corpus_batches)} corpus batches between them; compact vocabulary "
+        f"{vocab_size}")
+
+    def held_line(step):
+        _, drills_right, drills_asked = evaluate(model, held_drills[0], unused, 8192, held_drills[1])
+        loss_held, right, asked = evaluate(model, held_out, unused, 8192, held_answers)
+        log(f"step {step:4d}  held-out code drills right (teacher forced) {drills_right}/{drills_asked}; "
+            f"held-out agent-450: loss {loss_held:.4f}, probe answers right (teacher forced) {right}/{asked}")
+
+    held_line(0)
+    start, cpu_start, window = time.time(), time.process_time(), []
+    for step, (phase, batch) in enumerate(phases):
+        lr = learning_rate(step, total, peak=peak, floor=peak / 10)
+        loss, _, entropy = train_step(model, opt, phase, batch, unused, rng, lr)
+        window.append((loss.item(), entropy.item()))
+        if (step + 1) % TRAIN["log_every"] == 0 or step + 1 == total:
+            log(f"step {step + 1:4d}/{total} {phase:7s} loss {sum(w[0] for w in window) / len(window):.4f}  "
+                f"lr {lr:.2e}  {time.time() - start:.0f} s (CPU {time.process_time() - cpu_start:.0f} s)")
+            window = []
+        if (step + 1) % TRAIN["eval_every"] == 0 or step + 1 == total:
+            held_line(step + 1)
+    return model
 
 
 # ---- model ------------------------------------------------------------------------
@@ -439,16 +560,19 @@ def collate(sequences, pad):
     return inputs, targets
 
 
-def learning_rate(step, total, constant=0):
-    """Linear warm-up, then the peak rate for the first `constant` steps (the
-    copying phase), then a cosine to min_lr at `total`."""
+def learning_rate(step, total, constant=0, peak=None, floor=None):
+    """Linear warm-up to `peak` (lr), then the peak rate for the first
+    `constant` steps (the copying phase), then a cosine to `floor` (min_lr)
+    at `total`."""
+    peak = TRAIN["lr"] if peak is None else peak
+    floor = TRAIN["min_lr"] if floor is None else floor
     if step < TRAIN["warmup"]:
-        return TRAIN["lr"] * (step + 1) / TRAIN["warmup"]
+        return peak * (step + 1) / TRAIN["warmup"]
     start = max(TRAIN["warmup"], constant)
     if step < start:
-        return TRAIN["lr"]
+        return peak
     progress = (step - start) / max(1, total - start)
-    return TRAIN["min_lr"] + 0.5 * (TRAIN["lr"] - TRAIN["min_lr"]) * (1 + math.cos(math.pi * progress))
+    return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
 
 
 def optimizer(model):
@@ -491,6 +615,29 @@ def copying_recipe(vocab_size, drill_batches):
              "drill_batch", "drill_grow", "drill_facts")
     drills = hashlib.sha256(json.dumps(drill_batches).encode()).hexdigest()
     return dict(ARCHITECTURE, vocab_size=vocab_size, drills=drills, **{name: TRAIN[name] for name in names})
+
+
+def train_step(model, opt, phase, batch, unused, rng, lr):
+    """One optimiser step on a batch of (ids, answer spans) at rate `lr`:
+    the answer tokens weighted by answer_weight; for a corpus batch, plus
+    entropy_weight x the attention entropy of entropy_rows rows drawn with
+    `rng`. Returns (loss, target tokens, entropy)."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    inputs, targets = collate([ids for ids, _ in batch], 0)
+    weights = answer_weights([spans for _, spans in batch], inputs.shape[1], TRAIN["answer_weight"])
+    if phase == "corpus":
+        rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
+        set_entropy_rows(model, rows)
+    else:
+        set_entropy_rows(model, None)
+    loss, n, objective = full_vocab_loss(model, inputs, targets, unused, weights)
+    entropy = mean_entropy(model, rows, targets) if phase == "corpus" else torch.zeros(())
+    opt.zero_grad(set_to_none=True)
+    (objective + TRAIN["entropy_weight"] * entropy).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["grad_clip"])
+    opt.step()
+    return loss, n, entropy
 
 
 def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_batches=(), held_drills=None,
@@ -553,21 +700,7 @@ def train(sequences, held_out, vocab_size, log, answers, held_answers, drill_bat
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "recipe": recipe},
                        checkpoint + ".tmp")
             os.replace(checkpoint + ".tmp", checkpoint)
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(step, total, constant)
-        inputs, targets = collate([ids for ids, _ in batch], 0)
-        weights = answer_weights([spans for _, spans in batch], inputs.shape[1], TRAIN["answer_weight"])
-        if phase == "corpus":
-            rows = torch.tensor(sorted(rng.sample(range(1, inputs.shape[1]), TRAIN["entropy_rows"])))
-            set_entropy_rows(model, rows)
-        else:
-            set_entropy_rows(model, None)
-        loss, n, objective = full_vocab_loss(model, inputs, targets, unused, weights)
-        entropy = mean_entropy(model, rows, targets) if phase == "corpus" else torch.zeros(())
-        opt.zero_grad(set_to_none=True)
-        (objective + TRAIN["entropy_weight"] * entropy).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["grad_clip"])
-        opt.step()
+        loss, n, entropy = train_step(model, opt, phase, batch, unused, rng, learning_rate(step, total, constant))
         seen += n
         window.append((loss.item(), entropy.item()))
         if (step + 1) % TRAIN["log_every"] == 0 or step + 1 == total:
@@ -787,6 +920,16 @@ def main(argv=None):
                         help="copying steps per added fact")
     parser.add_argument("--drill-facts", type=int, default=TRAIN["drill_facts"],
                         help="most facts per drill in the copying phase")
+    parser.add_argument("--code-steps", type=int, default=TRAIN["code_steps"],
+                        help="drill batches of the code phase after the corpus (code_curriculum; 0: none)")
+    parser.add_argument("--code-share", type=float, default=TRAIN["code_share"],
+                        help="share of the code phase's drill values in the random-character forms")
+    parser.add_argument("--code-lr", type=float, default=TRAIN["code_lr"], help="peak rate of the code phase")
+    parser.add_argument("--code-corpus", type=int, default=TRAIN["code_corpus"],
+                        help="corpus batches spread between the code phase's drill batches")
+    parser.add_argument("--from", dest="start", metavar="DIR",
+                        help="skip the copying and corpus phases: run the code phase from the checkpoint "
+                             "they exported to DIR (the two-phase model)")
     parser.add_argument("--no-probes", action="store_true", help="skip the greedy probe measurement")
     parser.add_argument("--measure-only", action="store_true",
                         help="only measure the checkpoint in --out (writes nothing there)")
@@ -797,7 +940,8 @@ def main(argv=None):
                  min_lr=args.min_lr, warmup=args.warmup, answer_weight=args.answer_weight,
                  copy_drills=args.copy_drills, entropy_weight=args.entropy_weight,
                  drill_steps=args.drill_steps, drill_batch=args.drill_batch, drill_grow=args.drill_grow,
-                 drill_facts=args.drill_facts)
+                 drill_facts=args.drill_facts, code_steps=args.code_steps, code_share=args.code_share,
+                 code_lr=args.code_lr, code_corpus=args.code_corpus)
     if args.corpus:
         CORPORA[:] = args.corpus
     assert all(seed not in (450, 1700) for _, _, seed in CORPORA), "seeds 450 and 1700 are held out"
@@ -831,27 +975,52 @@ def main(argv=None):
                 for key in episode["meta"]["probe_keys"].values()}
         if TRAIN["copy_drills"]:
             corpora.append(copy_drills(encoder, keys, TRAIN["copy_drills"], TRAIN["seed"], TRAIN["drill_facts"]))
-        curriculum = drill_curriculum(encoder, keys, TRAIN["drill_steps"], TRAIN["drill_batch"],
-                                      TRAIN["drill_grow"], TRAIN["seed"] + 1, TRAIN["drill_facts"])
+        curriculum = [] if args.start else drill_curriculum(encoder, keys, TRAIN["drill_steps"], TRAIN["drill_batch"],
+                                                            TRAIN["drill_grow"], TRAIN["seed"] + 1, TRAIN["drill_facts"])
         held_drills = copy_drills(encoder, keys, TRAIN["held_drills"], TRAIN["seed"] + 2, TRAIN["drill_facts"])
+        code_drills = code_curriculum(encoder, keys, TRAIN["code_steps"], TRAIN["drill_batch"],
+                                      TRAIN["code_share"], TRAIN["seed"] + 4, TRAIN["drill_facts"])
+        held_code = code_curriculum(encoder, keys, 1, TRAIN["held_drills"], TRAIN["code_share"],
+                                    TRAIN["seed"] + 5, TRAIN["drill_facts"])[0]
         log(f"corpus generated and tokenised in {time.time() - begin:.0f} s")
-    train_items = [item for items in corpora for item in items]
-    vocab = sorted({i for items in corpora + held + [held_drills] for item in items for i in item["ids"]}
-                   | {i for batch in curriculum for item in batch for i in item["ids"]})
-    index = {token: k for k, token in enumerate(vocab)}
-
-    def compact(item):
-        return [index[i] for i in item["ids"]]
-
-    drill_batches = [[(compact(item), item["answers"]) for item in batch] for batch in curriculum]
-    compact_drills = ([compact(item) for item in held_drills], [item["answers"] for item in held_drills])
-    begin, cpu_begin = time.time(), time.process_time()
-    model = train([compact(item) for item in train_items], [compact(item) for item in held[0]], len(vocab), log,
-                  [item["answers"] for item in train_items], [item["answers"] for item in held[0]], drill_batches,
-                  compact_drills, args.work)
+        begin, cpu_begin = time.time(), time.process_time()
+        two_phase = args.start or os.path.join(work, "two-phase")
+        if not args.start:
+            train_items = [item for items in corpora for item in items]
+            vocab = sorted({i for items in corpora + held + [held_drills] for item in items for i in item["ids"]}
+                           | {i for batch in curriculum for item in batch for i in item["ids"]})
+            index = {token: k for k, token in enumerate(vocab)}
+            drill_batches = [[([index[i] for i in item["ids"]], item["answers"]) for item in batch]
+                             for batch in curriculum]
+            compact_drills = ([[index[i] for i in item["ids"]] for item in held_drills],
+                              [item["answers"] for item in held_drills])
+            model = train([[index[i] for i in item["ids"]] for item in train_items],
+                          [[index[i] for i in item["ids"]] for item in held[0]], len(vocab), log,
+                          [item["answers"] for item in train_items], [item["answers"] for item in held[0]],
+                          drill_batches, compact_drills, args.work)
+            if TRAIN["code_steps"]:
+                os.makedirs(two_phase, exist_ok=True)
+            export(model, vocab, two_phase if TRAIN["code_steps"] else args.out)
+        if TRAIN["code_steps"]:
+            # The code phase starts from the two-phase model as exported (BF16), so
+            # that --from on those files gives what one run from the start gives.
+            more = {i for batch in code_drills for item in batch for i in item["ids"]} | {
+                i for item in held_code for i in item["ids"]}
+            model, vocab = load_export(two_phase, more)
+            index = {token: k for k, token in enumerate(vocab)}
+            episodes = [item for items in corpora[:len(CORPORA)] for item in items]
+            plan = make_batches([len(item["ids"]) for item in episodes], TRAIN["batch_tokens"],
+                                random.Random(TRAIN["seed"] + 6))[:TRAIN["code_corpus"]]
+            model = code_phase(
+                model, len(vocab),
+                [[([index[i] for i in item["ids"]], item["answers"]) for item in batch] for batch in code_drills],
+                [[([index[i] for i in episodes[j]["ids"]], episodes[j]["answers"]) for j in batch] for batch in plan],
+                [[index[i] for i in item["ids"]] for item in held[0]], [item["answers"] for item in held[0]],
+                ([[index[i] for i in item["ids"]] for item in held_code], [item["answers"] for item in held_code]),
+                log)
+            export(model, vocab, args.out)
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
-    export(model, vocab, args.out)
     episodes = [item for items in corpora[:len(CORPORA)] for item in items]
     sample = random.Random(0).sample(episodes, min(24, len(episodes)))
     measure(args.out, {"train (24 episodes)": sample, "held-out agent-450": held[0],
