@@ -48,9 +48,10 @@ run; it also keeps the two-phase export (DIR/two-phase, for --from).
    code phase (code_curriculum): drills whose values are mostly in the
    random-character forms of the tool results (locators, pickup codes,
    event ids), whose BPE pieces are a long tail the corpus barely holds,
-   with corpus batches spread between them (--code-steps, --code-share,
-   --code-lr, --code-corpus; --from DIR starts it from a two-phase export
-   in DIR instead of training the first two phases). The log reports
+   with corpus batches spread between them and the embedding's rate a
+   multiple of the rest's (--code-steps, --code-share, --code-lr,
+   --code-corpus, --code-embedding-scale; --from DIR starts it from a
+   two-phase export in DIR instead of training the first two phases). The log reports
    held-out drills and held-out agent-450 probe answers (teacher forced)
    every 100 steps.
 4. Export in BF16, like the published Qwen2.5 checkpoints, with config.json
@@ -115,7 +116,7 @@ TRAIN = dict(seed=1234, epochs=2, batch_tokens=6144, lr=4e-3, min_lr=4e-4, warmu
              weight_decay=0.1, grad_clip=1.0, betas=(0.9, 0.95), log_every=10, eval_every=100,
              entropy_weight=0.5, entropy_rows=64, steps=None, answer_weight=5.0, copy_drills=2000,
              drill_steps=3000, drill_batch=32, drill_grow=150, drill_facts=16, held_drills=200,
-             code_steps=1000, code_share=0.75, code_lr=1e-3, code_corpus=500)
+             code_steps=1000, code_share=0.75, code_lr=1e-3, code_corpus=500, code_embedding_scale=3.0)
 
 
 # ---- tokenizer ------------------------------------------------------------------
@@ -417,7 +418,7 @@ def code_phase(model, vocab_size, drill_batches, corpus_batches, held_out, held_
     fresh AdamW, linear warm-up over `warmup` steps to code_lr, then a
     cosine to code_lr / 10."""
     unused = VOCAB_SIZE - vocab_size
-    opt = optimizer(model)
+    opt = optimizer(model, TRAIN["code_embedding_scale"])
     rng = random.Random(TRAIN["seed"] + 3)
     phases, placed = [], 0
     for k, batch in enumerate(drill_batches):
@@ -575,11 +576,20 @@ def learning_rate(step, total, constant=0, peak=None, floor=None):
     return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
 
 
-def optimizer(model):
+def optimizer(model, embedding_scale=None):
+    """AdamW, weight decay on the matrices other than the embedding. With
+    `embedding_scale`, the embedding is a group of its own whose rate is
+    that many times the schedule's (train_step reads lr_scale)."""
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed_tokens" not in n]
-    other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed_tokens" not in n)]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]},
-                              {"params": other, "weight_decay": 0.0}],
+    if embedding_scale is None:
+        other = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed_tokens" not in n)]
+        groups = [{"params": other, "weight_decay": 0.0}]
+    else:
+        other = [p for n, p in model.named_parameters() if p.dim() != 2]
+        embedding = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed_tokens" in n]
+        groups = [{"params": other, "weight_decay": 0.0},
+                  {"params": embedding, "weight_decay": 0.0, "lr_scale": embedding_scale}]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]}] + groups,
                              lr=TRAIN["lr"], betas=TRAIN["betas"], eps=1e-8)
 
 
@@ -623,7 +633,7 @@ def train_step(model, opt, phase, batch, unused, rng, lr):
     entropy_weight x the attention entropy of entropy_rows rows drawn with
     `rng`. Returns (loss, target tokens, entropy)."""
     for group in opt.param_groups:
-        group["lr"] = lr
+        group["lr"] = lr * group.get("lr_scale", 1.0)
     inputs, targets = collate([ids for ids, _ in batch], 0)
     weights = answer_weights([spans for _, spans in batch], inputs.shape[1], TRAIN["answer_weight"])
     if phase == "corpus":
@@ -925,6 +935,8 @@ def main(argv=None):
     parser.add_argument("--code-share", type=float, default=TRAIN["code_share"],
                         help="share of the code phase's drill values in the random-character forms")
     parser.add_argument("--code-lr", type=float, default=TRAIN["code_lr"], help="peak rate of the code phase")
+    parser.add_argument("--code-embedding-scale", type=float, default=TRAIN["code_embedding_scale"],
+                        help="the code phase's embedding rate over its schedule's")
     parser.add_argument("--code-corpus", type=int, default=TRAIN["code_corpus"],
                         help="corpus batches spread between the code phase's drill batches")
     parser.add_argument("--from", dest="start", metavar="DIR",
@@ -941,7 +953,8 @@ def main(argv=None):
                  copy_drills=args.copy_drills, entropy_weight=args.entropy_weight,
                  drill_steps=args.drill_steps, drill_batch=args.drill_batch, drill_grow=args.drill_grow,
                  drill_facts=args.drill_facts, code_steps=args.code_steps, code_share=args.code_share,
-                 code_lr=args.code_lr, code_corpus=args.code_corpus)
+                 code_lr=args.code_lr, code_corpus=args.code_corpus,
+                 code_embedding_scale=args.code_embedding_scale)
     if args.corpus:
         CORPORA[:] = args.corpus
     assert all(seed not in (450, 1700) for _, _, seed in CORPORA), "seeds 450 and 1700 are held out"
