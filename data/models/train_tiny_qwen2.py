@@ -891,6 +891,16 @@ def probe_accuracy(out, tiers, log, max_new_tokens=32):
 REGIONS = ("system", "plan", "user", "tool_in", "tool_out", "retrieval", "scratchpad")
 
 
+def compact(index, items):
+    """The items' token ids on a compact vocabulary (index: id -> row)."""
+    return [[index[i] for i in item["ids"]] for item in items]
+
+
+def compact_batch(index, items):
+    """A training batch of the items: (compact ids, answer spans) each."""
+    return list(zip(compact(index, items), (item["answers"] for item in items)))
+
+
 def corpus_spec(text):
     context, episodes, seed = (int(x) for x in text.split(":"))
     return context, episodes, seed
@@ -998,19 +1008,18 @@ def main(argv=None):
         log(f"corpus generated and tokenised in {time.time() - begin:.0f} s")
         begin, cpu_begin = time.time(), time.process_time()
         two_phase = args.start or os.path.join(work, "two-phase")
+        episodes = [item for items in corpora[:len(CORPORA)] for item in items]
+        held_answers = [item["answers"] for item in held[0]]
         if not args.start:
             train_items = [item for items in corpora for item in items]
             vocab = sorted({i for items in corpora + held + [held_drills] for item in items for i in item["ids"]}
                            | {i for batch in curriculum for item in batch for i in item["ids"]})
             index = {token: k for k, token in enumerate(vocab)}
-            drill_batches = [[([index[i] for i in item["ids"]], item["answers"]) for item in batch]
-                             for batch in curriculum]
-            compact_drills = ([[index[i] for i in item["ids"]] for item in held_drills],
-                              [item["answers"] for item in held_drills])
-            model = train([[index[i] for i in item["ids"]] for item in train_items],
-                          [[index[i] for i in item["ids"]] for item in held[0]], len(vocab), log,
-                          [item["answers"] for item in train_items], [item["answers"] for item in held[0]],
-                          drill_batches, compact_drills, args.work)
+            drill_batches = [compact_batch(index, batch) for batch in curriculum]
+            compact_drills = (compact(index, held_drills), [item["answers"] for item in held_drills])
+            model = train(compact(index, train_items), compact(index, held[0]), len(vocab), log,
+                          [item["answers"] for item in train_items], held_answers, drill_batches,
+                          compact_drills, args.work)
             if TRAIN["code_steps"]:
                 os.makedirs(two_phase, exist_ok=True)
             export(model, vocab, two_phase if TRAIN["code_steps"] else args.out)
@@ -1021,20 +1030,17 @@ def main(argv=None):
                 i for item in held_code for i in item["ids"]}
             model, vocab = load_export(two_phase, more)
             index = {token: k for k, token in enumerate(vocab)}
-            episodes = [item for items in corpora[:len(CORPORA)] for item in items]
             plan = make_batches([len(item["ids"]) for item in episodes], TRAIN["batch_tokens"],
                                 random.Random(TRAIN["seed"] + 6))[:TRAIN["code_corpus"]]
             model = code_phase(
                 model, len(vocab),
-                [[([index[i] for i in item["ids"]], item["answers"]) for item in batch] for batch in code_drills],
-                [[([index[i] for i in episodes[j]["ids"]], episodes[j]["answers"]) for j in batch] for batch in plan],
-                [[index[i] for i in item["ids"]] for item in held[0]], [item["answers"] for item in held[0]],
-                ([[index[i] for i in item["ids"]] for item in held_code], [item["answers"] for item in held_code]),
-                log)
+                [compact_batch(index, batch) for batch in code_drills],
+                [compact_batch(index, [episodes[j] for j in batch]) for batch in plan],
+                compact(index, held[0]), held_answers,
+                (compact(index, held_code), [item["answers"] for item in held_code]), log)
             export(model, vocab, args.out)
     log(f"training took {time.time() - begin:.0f} s (CPU time {time.process_time() - cpu_begin:.0f} s "
         f"on {args.threads} threads)")
-    episodes = [item for items in corpora[:len(CORPORA)] for item in items]
     sample = random.Random(0).sample(episodes, min(24, len(episodes)))
     measure(args.out, {"train (24 episodes)": sample, "held-out agent-450": held[0],
                        "held-out agent-1700": held[1]}, log)

@@ -9,13 +9,12 @@
  * Compared, on the CPU back end (every kernel path the CPU runs: portable,
  * AVX2, AVX-512; the prompt in one chunk and in chunks of 61):
  *   logits of the prompt's last token and of every teacher-forced decode
- *     step at the kept vocabulary rows (logits_rows.npy): absolute 3e-4
- *     (the logits reach about 40; float32 accumulation over 64 products
- *     and four layers: HF's own float32 logits differ from float64 by up
- *     to 9e-5 on this checkpoint's retrainings, the fixture's README says
- *     by how much, so two float32 summation orders can be twice that
- *     apart; 3e-4 is still over 300 times below the smallest top-1/top-2
- *     gap);
+ *     step at the kept vocabulary rows (logits_rows.npy): absolute 1e-4
+ *     (the logits reach about 38; float32 accumulation over 64 products
+ *     and four layers; HF's own float32 logits differ from float64 by
+ *     4e-5, the fixture's README says by how much: a retrained checkpoint
+ *     whose float32 error grows toward the tolerance needs the margin
+ *     looked at again);
  *   the greedy token (argmax over the whole vocabulary) at every step:
  *     exactly (the fixture's smallest top-1/top-2 gap is printed by the
  *     script and is far above the logit tolerance);
@@ -33,7 +32,7 @@
 #include "tests/model/fixture.h"
 #include "tests/test_util.h"
 
-#define LOGIT_TOL 3e-4
+#define LOGIT_TOL 1e-4
 #define DECODE_TOL 1e-5
 #define PREFILL_TOL 1e-4
 
